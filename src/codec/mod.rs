@@ -1,0 +1,11 @@
+//! Kafka Connect's record format for offsets.
+//!
+//! * [`json`]: the bytes `JsonConverter` (with `schemas.enable=false`) writes for offset keys and values,
+//!   and a decoder for what Connect writes.
+//! * [`murmur2`]: the Java producer's default partitioner, which decides the topic partition of a key.
+
+pub mod json;
+pub mod murmur2;
+
+pub use json::{decode_key, decode_value, encode_key, encode_value};
+pub use murmur2::{murmur2, partition_for};

@@ -1,0 +1,85 @@
+//! The dead-letter file: bytes that could not be decoded, kept instead of lost.
+//!
+//! One JSON object per line, appended and synced before the reader moves past the bad bytes:
+//! `{"time_ms":…,"source":"wal"|"kafka","location":{…},"reason":"…","bytes_b64":"…"}` where `location`
+//! names the file and byte offset, or the topic, partition and offset (with the record key and value
+//! in `key_b64` / `value_b64` for Kafka records).
+
+use std::fs::OpenOptions;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::codec::json::{base64, encode_str};
+use crate::{Error, Result};
+
+/// An append-only dead-letter file.
+#[derive(Debug, Clone)]
+pub struct DeadLetterFile {
+    path: PathBuf,
+}
+
+/// One record for the dead-letter file.
+#[derive(Debug, Clone)]
+pub struct DeadLetter<'a> {
+    /// `"wal"` or `"kafka"`.
+    pub source: &'static str,
+    /// Where the bytes were: pairs of name and value, e.g. `("file", "…")`, `("offset", "123")`.
+    pub location: Vec<(&'static str, String)>,
+    /// Why they could not be used.
+    pub reason: String,
+    /// The bytes themselves (named blobs: `bytes`, or `key` and `value`).
+    pub blobs: Vec<(&'static str, Option<&'a [u8]>)>,
+}
+
+impl DeadLetterFile {
+    /// A dead-letter file at `path` (created on first write, mode 0600).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        DeadLetterFile { path: path.into() }
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one record and syncs it.
+    pub fn write(&self, letter: &DeadLetter<'_>) -> Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut line = Vec::with_capacity(256);
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        line.extend_from_slice(format!("{{\"time_ms\":{},\"source\":", now.as_millis()).as_bytes());
+        encode_str(letter.source, &mut line);
+        line.extend_from_slice(b",\"location\":{");
+        for (i, (k, v)) in letter.location.iter().enumerate() {
+            if i > 0 {
+                line.push(b',');
+            }
+            encode_str(k, &mut line);
+            line.push(b':');
+            encode_str(v, &mut line);
+        }
+        line.extend_from_slice(b"},\"reason\":");
+        encode_str(&letter.reason, &mut line);
+        for (name, blob) in &letter.blobs {
+            line.push(b',');
+            encode_str(&format!("{name}_b64"), &mut line);
+            line.push(b':');
+            match blob {
+                Some(b) => encode_str(&base64(b), &mut line),
+                None => line.extend_from_slice(b"null"),
+            }
+        }
+        line.extend_from_slice(b"}\n");
+        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+        }
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&self.path)
+            .map_err(|e| Error::io("open dead-letter file", &self.path, e))?;
+        f.write_all(&line).map_err(|e| Error::io("write dead-letter file", &self.path, e))?;
+        f.sync_data().map_err(|e| Error::io("sync dead-letter file", &self.path, e))
+    }
+}

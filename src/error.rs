@@ -1,0 +1,142 @@
+//! The crate's one public error type.
+
+use std::path::PathBuf;
+
+/// `Result` with this crate's [`Error`] as the default error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in connect-offsets. Each variant names what was wrong and where.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A partition or offset that Kafka Connect would not accept (nested value, bad JSON, ...).
+    #[error("invalid offset data: {0}")]
+    InvalidData(String),
+
+    /// Bytes that do not decode as a Kafka Connect offset record.
+    #[error("cannot decode {what}: {reason}")]
+    Decode {
+        /// What was being decoded (`"offset key"`, `"offset value"`, ...).
+        what: &'static str,
+        /// Why it failed, with the byte position where it applies.
+        reason: String,
+    },
+
+    /// A store URL that does not name a usable backend.
+    #[error("invalid store URL `{url}`: {reason}")]
+    InvalidUrl {
+        /// The URL as given (secrets removed).
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// The URL names a backend whose Cargo feature is not compiled in.
+    #[error("store URL `{url}` needs the `{feature}` feature of connect-offsets, which this build lacks")]
+    FeatureDisabled {
+        /// The URL as given.
+        url: String,
+        /// The Cargo feature to enable.
+        feature: &'static str,
+    },
+
+    /// Another process (or another handle in this one) holds the store or log directory.
+    #[error("{path} is locked by another process: {reason}")]
+    Locked {
+        /// The directory that is in use.
+        path: PathBuf,
+        /// What the operating system or the backend said.
+        reason: String,
+    },
+
+    /// Bytes on disk that fail their checksum or framing before the end of the log.
+    #[error("corrupted log {file} at byte {offset}: {reason}")]
+    Corrupted {
+        /// The segment file.
+        file: PathBuf,
+        /// Byte offset of the bad frame within the file.
+        offset: u64,
+        /// What check failed.
+        reason: String,
+    },
+
+    /// An I/O error, with the file or directory it concerned.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// The operation (`"open"`, `"write"`, `"sync"`, ...).
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// An error reported by a storage backend.
+    #[error("{store} store: {message}")]
+    Store {
+        /// The backend (`"rocksdb"`, `"kafka"`, `"memory"`).
+        store: &'static str,
+        /// What failed, naming the path, topic or partition concerned.
+        message: String,
+    },
+
+    /// The commit buffer or store was closed.
+    #[error("{0} is closed")]
+    Closed(&'static str),
+
+    /// A bounded resource is full and the configuration says to refuse rather than wait.
+    #[error("{0}")]
+    Full(String),
+
+    /// An operation did not finish in the configured time.
+    #[error("{op} timed out after {millis} ms")]
+    Timeout {
+        /// What timed out (and the last error seen while waiting, if any).
+        op: String,
+        /// The limit that was exceeded.
+        millis: u64,
+    },
+
+    /// A commit whose flush failed; the same error is given to every committer of that flush.
+    #[error("commit failed: {0}")]
+    CommitFailed(#[source] std::sync::Arc<Error>),
+
+    /// Another writer with the same identity took over (a zombie writer was fenced).
+    #[error("fenced: {0}")]
+    Fenced(String),
+
+    /// A simulated crash from the fault-injection layer (tests only ever see this).
+    #[error("simulated crash at {0}")]
+    Crashed(String),
+
+    /// An operation that makes no sense in the current state.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Error {
+    /// True for errors after which retrying cannot help: the process (or writer) is done.
+    pub fn is_fatal(&self) -> bool {
+        match self {
+            Error::Crashed(_) | Error::Fenced(_) | Error::Closed(_) => true,
+            Error::CommitFailed(inner) => inner.is_fatal(),
+            _ => false,
+        }
+    }
+
+    /// An I/O error about `path`.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { op, path: path.into(), source }
+    }
+
+    /// A decode error.
+    pub(crate) fn decode(what: &'static str, reason: impl Into<String>) -> Self {
+        Error::Decode { what, reason: reason.into() }
+    }
+
+    /// A backend error.
+    pub(crate) fn store(store: &'static str, message: impl Into<String>) -> Self {
+        Error::Store { store, message: message.into() }
+    }
+}

@@ -1,0 +1,130 @@
+//! The storage trait and its backends.
+//!
+//! [`OffsetStore`] is what every backend implements: small, synchronous and object-safe, so a worker
+//! holds a `Box<dyn OffsetStore>` chosen at run time by [`open`] from a URL. Conveniences (set, reset,
+//! export) live in the blanket extension trait [`OffsetStoreExt`].
+//!
+//! | URL | backend | feature |
+//! |---|---|---|
+//! | `memory://` | [`MemoryStore`] | always |
+//! | `rocksdb:///var/lib/offsets` | [`RocksDbStore`](rocksdb::RocksDbStore) | `rocksdb` |
+//! | `kafka://127.0.0.1:9092/connect-offsets?partitions=25` | `KafkaStore` | `kafka` |
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::model::{Batch, OffsetKey};
+use crate::{Offset, Result};
+
+pub mod fault;
+#[cfg(feature = "kafka")]
+pub mod kafka;
+pub mod memory;
+#[cfg(feature = "rocksdb")]
+pub mod rocksdb;
+pub mod url;
+
+pub use fault::ApplyFault;
+pub use memory::MemoryStore;
+pub use url::{StoreUrl, open};
+
+/// A place offsets live. Implementations must make [`apply`](Self::apply):
+///
+/// * **atomic**: after a crash, all entries of a batch are visible or none;
+/// * **idempotent**: a batch whose `seq` is not above [`applied_seq`](Self::applied_seq) of its writer
+///   changes nothing (a batch with `seq == 0` is unsequenced: always applied, nothing recorded);
+/// * **ordered with its sequence record**: `applied_seq(writer)` is stored in the same atomic write.
+pub trait OffsetStore: Send + Sync + fmt::Debug {
+    /// The backend's name: `"memory"`, `"rocksdb"` or `"kafka"`.
+    fn kind(&self) -> &'static str;
+
+    /// Applies every entry of `batch` (`None` resets the key), atomically and idempotently.
+    fn apply(&self, batch: &Batch) -> Result<()>;
+
+    /// The highest `seq` applied for `writer`, 0 when none.
+    fn applied_seq(&self, writer: &str) -> Result<u64>;
+
+    /// Every writer with its highest applied `seq`.
+    fn writers(&self) -> Result<Vec<(String, u64)>>;
+
+    /// The offset stored for `key`.
+    fn get(&self, key: &OffsetKey) -> Result<Option<Offset>>;
+
+    /// The offsets for several keys, in the same order.
+    fn get_many(&self, keys: &[OffsetKey]) -> Result<Vec<Option<Offset>>> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
+
+    /// Every partition of `namespace` with its offset, in key order.
+    fn partitions(&self, namespace: &str) -> Result<Vec<(OffsetKey, Offset)>>;
+
+    /// Every namespace (connector) with at least one offset, sorted.
+    fn namespaces(&self) -> Result<Vec<String>>;
+
+    /// Makes every batch applied so far survive a power loss. Stores that do not outlive the process
+    /// (see [`durable`](Self::durable)) return at once.
+    fn persist(&self) -> Result<()>;
+
+    /// True when applied and persisted batches outlive the process.
+    fn durable(&self) -> bool;
+}
+
+macro_rules! forward_store {
+    ($($ptr:ty),*) => {$(
+        impl<T: OffsetStore + ?Sized> OffsetStore for $ptr {
+            fn kind(&self) -> &'static str { (**self).kind() }
+            fn apply(&self, batch: &Batch) -> Result<()> { (**self).apply(batch) }
+            fn applied_seq(&self, writer: &str) -> Result<u64> { (**self).applied_seq(writer) }
+            fn writers(&self) -> Result<Vec<(String, u64)>> { (**self).writers() }
+            fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> { (**self).get(key) }
+            fn get_many(&self, keys: &[OffsetKey]) -> Result<Vec<Option<Offset>>> { (**self).get_many(keys) }
+            fn partitions(&self, namespace: &str) -> Result<Vec<(OffsetKey, Offset)>> { (**self).partitions(namespace) }
+            fn namespaces(&self) -> Result<Vec<String>> { (**self).namespaces() }
+            fn persist(&self) -> Result<()> { (**self).persist() }
+            fn durable(&self) -> bool { (**self).durable() }
+        }
+    )*};
+}
+forward_store!(Box<T>, Arc<T>, &T);
+
+/// Conveniences over any [`OffsetStore`]. Writes made here are unsequenced (`seq == 0`) and persisted
+/// before they return: they are for operators and tools, not for a worker's commit path, which goes
+/// through the [`CommitBuffer`](crate::buffer::CommitBuffer).
+pub trait OffsetStoreExt: OffsetStore {
+    /// Sets one offset.
+    fn set(&self, key: OffsetKey, offset: Offset) -> Result<()> {
+        self.write(vec![(key, Some(offset))])
+    }
+
+    /// Resets one partition (removes its offset).
+    fn reset(&self, key: OffsetKey) -> Result<()> {
+        self.write(vec![(key, None)])
+    }
+
+    /// Resets every partition of `namespace`, atomically. Returns how many were reset.
+    fn reset_namespace(&self, namespace: &str) -> Result<usize> {
+        let keys: Vec<_> = self.partitions(namespace)?.into_iter().map(|(k, _)| (k, None)).collect();
+        let n = keys.len();
+        if n > 0 {
+            self.write(keys)?;
+        }
+        Ok(n)
+    }
+
+    /// Writes several entries in one atomic unsequenced batch and persists it.
+    fn write(&self, entries: Vec<(OffsetKey, Option<Offset>)>) -> Result<()> {
+        self.apply(&Batch::new("", 0, entries))?;
+        self.persist()
+    }
+
+    /// Every stored offset of every namespace.
+    fn all(&self) -> Result<Vec<(OffsetKey, Offset)>> {
+        let mut out = Vec::new();
+        for ns in self.namespaces()? {
+            out.extend(self.partitions(&ns)?);
+        }
+        Ok(out)
+    }
+}
+
+impl<T: OffsetStore + ?Sized> OffsetStoreExt for T {}

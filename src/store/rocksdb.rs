@@ -1,0 +1,301 @@
+//! The embedded default store: RocksDB.
+//!
+//! Layout (one column family):
+//! * `o` + [`OffsetKey::id`] → `u32` LE length of the Connect key, the Connect key bytes, the Connect
+//!   value bytes. The id sorts by namespace first, so a namespace is one prefix scan; the stored bytes are
+//!   exactly Connect's, so export needs no re-encoding and keeps the caller's member order.
+//! * `s` + writer → `u64` BE: the writer's applied `seq`, in the same write batch as its entries.
+//!
+//! Durability: each batch is one RocksDB write batch (atomic). By default RocksDB does not sync its own
+//! log per batch: under a [`CommitBuffer`](crate::buffer::CommitBuffer) our write-ahead log is already
+//! synced, and one sync per commit is the floor; the buffer calls [`persist`](OffsetStore::persist)
+//! (a RocksDB log sync) before it releases log segments. `?sync=true` syncs every batch instead, for use
+//! without the buffer.
+//!
+//! The directory is created 0700 and RocksDB's files in it are set to 0600 when the store opens,
+//! persists and closes (RocksDB itself creates them with the process umask; the 0700 directory keeps
+//! other users out in between).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rocksdb::{DB, Direction, IteratorMode, Options, WriteBatch, WriteOptions};
+
+use super::{ApplyFault, OffsetStore};
+use crate::codec::json;
+use crate::model::{Batch, OffsetKey};
+use crate::{Error, Offset, Result};
+
+const OFFSET: u8 = b'o';
+const SEQ: u8 = b's';
+
+/// Options for [`RocksDbStore::open_with`].
+#[derive(Debug, Clone, Default)]
+pub struct RocksDbOptions {
+    /// Sync RocksDB's log on every batch (for use without the commit buffer's own log).
+    pub sync: bool,
+}
+
+/// Offsets in a RocksDB database directory.
+pub struct RocksDbStore {
+    db: DB,
+    path: PathBuf,
+    sync: bool,
+    fault: Option<Arc<dyn ApplyFault>>,
+}
+
+impl std::fmt::Debug for RocksDbStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RocksDbStore").field("path", &self.path).field("sync", &self.sync).finish()
+    }
+}
+
+fn err(path: &Path, what: &str, e: rocksdb::Error) -> Error {
+    Error::store("rocksdb", format!("{what} {}: {e}", path.display()))
+}
+
+impl RocksDbStore {
+    /// Opens (creating if missing) the store in directory `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path, RocksDbOptions::default())
+    }
+
+    /// Opens with options.
+    pub fn open_with(path: impl AsRef<Path>, options: RocksDbOptions) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        private_dir(&path)?;
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.set_compression_type(rocksdb::DBCompressionType::None);
+        opts.set_keep_log_file_num(2);
+        opts.set_max_log_file_size(1 << 20);
+        let db = DB::open(&opts, &path).map_err(|e| {
+            let msg = e.to_string();
+            if msg.contains("lock") || msg.contains("LOCK") {
+                Error::Locked { path: path.clone(), reason: msg }
+            } else {
+                err(&path, "open", e)
+            }
+        })?;
+        let store = RocksDbStore { db, path, sync: options.sync, fault: None };
+        store.tighten_files()?;
+        Ok(store)
+    }
+
+    /// The same store with a fault seam inside `apply` (tests).
+    pub fn with_fault(mut self, fault: Arc<dyn ApplyFault>) -> Self {
+        self.fault = Some(fault);
+        self
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn tighten_files(&self) -> Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let entries = std::fs::read_dir(&self.path).map_err(|e| Error::io("list", &self.path, e))?;
+        for entry in entries.flatten() {
+            let p = entry.path();
+            if let Ok(meta) = entry.metadata()
+                && meta.is_file()
+                && meta.permissions().mode() & 0o077 != 0
+            {
+                // A file RocksDB deleted in between is fine to miss.
+                let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600));
+            }
+        }
+        Ok(())
+    }
+
+    fn decode_entry(&self, raw_key: &[u8], value: &[u8]) -> Result<(OffsetKey, Offset)> {
+        let bad = |reason: &str| {
+            Error::store(
+                "rocksdb",
+                format!("{}: bad record at key {:?}: {reason}", self.path.display(), String::from_utf8_lossy(raw_key)),
+            )
+        };
+        let len = value.get(..4).ok_or_else(|| bad("value shorter than its header"))?;
+        let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+        let key_bytes = value.get(4..4 + len).ok_or_else(|| bad("key length past the end"))?;
+        let key = json::decode_key(key_bytes).map_err(|e| bad(&e.to_string()))?;
+        let offset = json::decode_value(&value[4 + len..])
+            .map_err(|e| bad(&e.to_string()))?
+            .ok_or_else(|| bad("null offset stored"))?;
+        Ok((key, offset))
+    }
+
+    fn decode_offset(&self, value: &[u8]) -> Result<Offset> {
+        let len = value.get(..4).map(|l| u32::from_le_bytes(l.try_into().expect("4 bytes")) as usize);
+        let body = len.and_then(|l| value.get(4 + l..));
+        let body = body.ok_or_else(|| Error::store("rocksdb", format!("{}: truncated record", self.path.display())))?;
+        json::decode_value(body)?
+            .ok_or_else(|| Error::store("rocksdb", format!("{}: null offset stored", self.path.display())))
+    }
+}
+
+/// Creates `path` (and parents) with mode 0700, or tightens an existing directory to 0700.
+pub(crate) fn private_dir(path: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if path.is_dir() {
+        let mode = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?.permissions().mode();
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| Error::io("chmod 0700", path, e))?;
+        }
+        return Ok(());
+    }
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path).map_err(|e| Error::io("create directory", path, e))
+}
+
+fn offset_key(id: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + id.len());
+    k.push(OFFSET);
+    k.extend_from_slice(id);
+    k
+}
+
+fn seq_key(writer: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + writer.len());
+    k.push(SEQ);
+    k.extend_from_slice(writer.as_bytes());
+    k
+}
+
+impl OffsetStore for RocksDbStore {
+    fn kind(&self) -> &'static str {
+        "rocksdb"
+    }
+
+    fn apply(&self, batch: &Batch) -> Result<()> {
+        if batch.seq != 0 && batch.seq <= self.applied_seq(&batch.writer)? {
+            return Ok(());
+        }
+        let mut wb = WriteBatch::default();
+        let mut buf = Vec::new();
+        for (i, (key, offset)) in batch.entries.iter().enumerate() {
+            if let Some(fault) = &self.fault {
+                fault.before_entry(batch, i)?;
+            }
+            let k = offset_key(key.id());
+            match offset {
+                Some(offset) => {
+                    buf.clear();
+                    buf.extend_from_slice(&[0; 4]);
+                    json::encode_key(key, &mut buf);
+                    let key_len = (buf.len() - 4) as u32;
+                    buf[..4].copy_from_slice(&key_len.to_le_bytes());
+                    json::encode_value(offset, &mut buf);
+                    wb.put(k, &buf);
+                }
+                None => wb.delete(k),
+            }
+        }
+        if batch.seq != 0 {
+            wb.put(seq_key(&batch.writer), batch.seq.to_be_bytes());
+        }
+        if let Some(fault) = &self.fault {
+            fault.before_commit(batch)?;
+        }
+        let mut wo = WriteOptions::default();
+        wo.set_sync(self.sync);
+        self.db.write_opt(&wb, &wo).map_err(|e| err(&self.path, &format!("write batch {}:{} to", batch.writer, batch.seq), e))
+    }
+
+    fn applied_seq(&self, writer: &str) -> Result<u64> {
+        match self.db.get_pinned(seq_key(writer)).map_err(|e| err(&self.path, "read seq from", e))? {
+            None => Ok(0),
+            Some(v) => {
+                let bytes: [u8; 8] = v.as_ref().try_into().map_err(|_| {
+                    Error::store("rocksdb", format!("{}: seq record of writer `{writer}` is not 8 bytes", self.path.display()))
+                })?;
+                Ok(u64::from_be_bytes(bytes))
+            }
+        }
+    }
+
+    fn writers(&self) -> Result<Vec<(String, u64)>> {
+        let mut out = Vec::new();
+        for item in self.db.iterator(IteratorMode::From(&[SEQ], Direction::Forward)) {
+            let (k, v) = item.map_err(|e| err(&self.path, "scan", e))?;
+            if k.first() != Some(&SEQ) {
+                break;
+            }
+            let writer = String::from_utf8_lossy(&k[1..]).into_owned();
+            let seq = v.as_ref().try_into().map(u64::from_be_bytes).unwrap_or(0);
+            out.push((writer, seq));
+        }
+        Ok(out)
+    }
+
+    fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> {
+        match self.db.get_pinned(offset_key(key.id())).map_err(|e| err(&self.path, "read from", e))? {
+            None => Ok(None),
+            Some(v) => self.decode_offset(&v).map(Some),
+        }
+    }
+
+    fn get_many(&self, keys: &[OffsetKey]) -> Result<Vec<Option<Offset>>> {
+        let raw: Vec<Vec<u8>> = keys.iter().map(|k| offset_key(k.id())).collect();
+        self.db
+            .multi_get(&raw)
+            .into_iter()
+            .map(|r| match r.map_err(|e| err(&self.path, "read from", e))? {
+                None => Ok(None),
+                Some(v) => self.decode_offset(&v).map(Some),
+            })
+            .collect()
+    }
+
+    fn partitions(&self, namespace: &str) -> Result<Vec<(OffsetKey, Offset)>> {
+        let prefix = offset_key(&OffsetKey::namespace_prefix(namespace));
+        let mut out = Vec::new();
+        for item in self.db.iterator(IteratorMode::From(&prefix, Direction::Forward)) {
+            let (k, v) = item.map_err(|e| err(&self.path, "scan", e))?;
+            if !k.starts_with(&prefix) {
+                break;
+            }
+            out.push(self.decode_entry(&k, &v)?);
+        }
+        Ok(out)
+    }
+
+    fn namespaces(&self) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        let mut from = vec![OFFSET];
+        loop {
+            let mut iter = self.db.iterator(IteratorMode::From(&from, Direction::Forward));
+            let Some(item) = iter.next() else { break };
+            let (k, _) = item.map_err(|e| err(&self.path, "scan", e))?;
+            if k.first() != Some(&OFFSET) {
+                break;
+            }
+            let corrupt = || Error::store("rocksdb", format!("{}: malformed offset key", self.path.display()));
+            let len = k.get(1..5).ok_or_else(corrupt)?;
+            let len = u32::from_be_bytes(len.try_into().expect("4 bytes")) as usize;
+            let ns = k.get(5..5 + len).ok_or_else(corrupt)?;
+            out.push(String::from_utf8(ns.to_vec()).map_err(|_| corrupt())?);
+            // Every id of this namespace continues with `{` or `n`: skip past all of them.
+            from = k[..5 + len].to_vec();
+            from.push(0xFF);
+        }
+        Ok(out)
+    }
+
+    fn persist(&self) -> Result<()> {
+        self.db.flush_wal(true).map_err(|e| err(&self.path, "sync log of", e))?;
+        self.tighten_files()
+    }
+
+    fn durable(&self) -> bool {
+        true
+    }
+}
+
+impl Drop for RocksDbStore {
+    fn drop(&mut self) {
+        let _ = self.db.flush_wal(true);
+        let _ = self.tighten_files();
+    }
+}

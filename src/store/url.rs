@@ -1,0 +1,219 @@
+//! Choosing a backend from a URL.
+
+use std::fmt;
+
+use super::OffsetStore;
+use crate::{Error, Result};
+
+/// A parsed store URL: `scheme://location?name=value&...`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoreUrl {
+    /// `memory`, `rocksdb` or `kafka`.
+    pub scheme: String,
+    /// Everything between `://` and `?`, percent-decoded.
+    pub location: String,
+    /// Query parameters in order, percent-decoded.
+    pub params: Vec<(String, String)>,
+}
+
+/// Parameter names whose values are secrets: never printed.
+pub(crate) fn is_secret(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.contains("password") || n.contains("secret") || n.ends_with(".key") || n.contains("token") || n.contains("jaas")
+}
+
+impl fmt::Display for StoreUrl {
+    /// The URL with secret parameters masked.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}", self.scheme, self.location)?;
+        for (i, (k, v)) in self.params.iter().enumerate() {
+            let v = if is_secret(k) { "****" } else { v.as_str() };
+            write!(f, "{}{k}={v}", if i == 0 { '?' } else { '&' })?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "StoreUrl({self})")
+    }
+}
+
+/// Masks the values of secret-looking query parameters in a raw URL (for error messages).
+pub(crate) fn redact(raw: &str) -> String {
+    let Some((base, query)) = raw.split_once('?') else { return raw.to_string() };
+    let parts: Vec<String> = query
+        .split('&')
+        .map(|p| match p.split_once('=') {
+            Some((k, _)) if is_secret(&percent_decode(k).unwrap_or_default()) => format!("{k}=****"),
+            _ => p.to_string(),
+        })
+        .collect();
+    format!("{base}?{}", parts.join("&"))
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+impl StoreUrl {
+    /// Parses `raw`; fails with a message naming what is wrong.
+    pub fn parse(raw: &str) -> Result<StoreUrl> {
+        let bad = |reason: String| Error::InvalidUrl { url: redact(raw), reason };
+        let Some((scheme, rest)) = raw.split_once("://") else {
+            return Err(bad("expected scheme://..., e.g. memory://, rocksdb:///path or kafka://host:port/topic".into()));
+        };
+        let scheme = scheme.to_ascii_lowercase();
+        if scheme.is_empty() || !scheme.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'+' || c == b'-') {
+            return Err(bad(format!("`{scheme}` is not a scheme")));
+        }
+        let (loc, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let location = percent_decode(loc).ok_or_else(|| bad(format!("bad percent-escape in `{loc}`")))?;
+        let mut params = Vec::new();
+        for part in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = part.split_once('=').unwrap_or((part, ""));
+            let k = percent_decode(k).ok_or_else(|| bad(format!("bad percent-escape in parameter `{k}`")))?;
+            let v = percent_decode(v).ok_or_else(|| bad(format!("bad percent-escape in the value of `{k}`")))?;
+            if k.is_empty() {
+                return Err(bad("a parameter has no name".into()));
+            }
+            params.push((k, v));
+        }
+        Ok(StoreUrl { scheme, location, params })
+    }
+
+    /// The value of parameter `name` (the last one if repeated).
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// An error about this URL.
+    pub fn error(&self, reason: impl Into<String>) -> Error {
+        Error::InvalidUrl { url: self.to_string(), reason: reason.into() }
+    }
+
+    /// Fails when a parameter other than `known` is present.
+    pub fn only_params(&self, known: &[&str]) -> Result<()> {
+        for (k, _) in &self.params {
+            if !known.contains(&k.as_str()) {
+                let list = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+                return Err(self.error(format!("unknown parameter `{k}` for {} (known: {list})", self.scheme)));
+            }
+        }
+        Ok(())
+    }
+
+    /// A boolean parameter (`true`/`false`/`1`/`0`), `default` when absent.
+    pub fn bool_param(&self, name: &str, default: bool) -> Result<bool> {
+        match self.param(name) {
+            None => Ok(default),
+            Some("true" | "1" | "yes") => Ok(true),
+            Some("false" | "0" | "no") => Ok(false),
+            Some(v) => Err(self.error(format!("parameter `{name}` must be true or false, not `{v}`"))),
+        }
+    }
+}
+
+/// Opens the store a URL names:
+///
+/// * `memory://`: a new, empty [`MemoryStore`](super::MemoryStore);
+/// * `rocksdb:///absolute/path` or `rocksdb://relative/path`, optional `?sync=true`;
+/// * `kafka://host:port[,host:port]/topic?partitions=25&replication=3&...` (feature `kafka`; any other
+///   parameter is passed to librdkafka).
+///
+/// ```
+/// use connect_offsets::store::{open, OffsetStoreExt};
+/// use connect_offsets::{OffsetKey, Partition, Offset};
+///
+/// let store = open("memory://")?;
+/// let key = OffsetKey::new("my-connector", Partition::new().with("file", "/tmp/a.txt"));
+/// store.set(key.clone(), Offset::new().with("position", 42))?;
+/// assert_eq!(store.get(&key)?.unwrap().get("position"), Some(&42.into()));
+/// # Ok::<(), connect_offsets::Error>(())
+/// ```
+pub fn open(raw: &str) -> Result<Box<dyn OffsetStore>> {
+    let url = StoreUrl::parse(raw)?;
+    match url.scheme.as_str() {
+        "memory" => {
+            url.only_params(&[])?;
+            if !url.location.is_empty() {
+                return Err(url.error("memory:// takes no location"));
+            }
+            Ok(Box::new(super::MemoryStore::new()))
+        }
+        "rocksdb" => open_rocksdb(&url),
+        "kafka" => open_kafka(&url),
+        other => Err(url.error(format!("unknown scheme `{other}` (known: memory, rocksdb, kafka)"))),
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+fn open_rocksdb(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
+    url.only_params(&["sync"])?;
+    if url.location.is_empty() {
+        return Err(url.error("no directory: use rocksdb:///absolute/path or rocksdb://relative/path"));
+    }
+    let options = super::rocksdb::RocksDbOptions { sync: url.bool_param("sync", false)? };
+    Ok(Box::new(super::rocksdb::RocksDbStore::open_with(&url.location, options)?))
+}
+
+#[cfg(not(feature = "rocksdb"))]
+fn open_rocksdb(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
+    Err(Error::FeatureDisabled { url: url.to_string(), feature: "rocksdb" })
+}
+
+#[cfg(feature = "kafka")]
+fn open_kafka(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
+    Ok(Box::new(super::kafka::KafkaStore::open_url(url)?))
+}
+
+#[cfg(not(feature = "kafka"))]
+fn open_kafka(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
+    Err(Error::FeatureDisabled { url: url.to_string(), feature: "kafka" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_redacts() {
+        let u = StoreUrl::parse("kafka://h:9092/t?sasl.password=hunter2&partitions=5&x=%20y").unwrap();
+        assert_eq!(u.scheme, "kafka");
+        assert_eq!(u.location, "h:9092/t");
+        assert_eq!(u.param("x"), Some(" y"));
+        let shown = u.to_string();
+        assert!(!shown.contains("hunter2") && shown.contains("sasl.password=****"), "{shown}");
+        let e = StoreUrl::parse("kafka://h/t?sasl.password=hunter2&bad=%zz").unwrap_err().to_string();
+        assert!(!e.contains("hunter2") && e.contains("percent"), "{e}");
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let e = open("postgres://x").unwrap_err().to_string();
+        assert!(e.contains("unknown scheme `postgres`"), "{e}");
+        let e = open("/tmp/x").unwrap_err().to_string();
+        assert!(e.contains("scheme://"), "{e}");
+        let e = open("memory://?foo=1").unwrap_err().to_string();
+        assert!(e.contains("unknown parameter `foo`"), "{e}");
+        #[cfg(not(feature = "kafka"))]
+        {
+            let e = open("kafka://127.0.0.1:9092/t").unwrap_err().to_string();
+            assert!(e.contains("`kafka` feature"), "{e}");
+        }
+    }
+}

@@ -1,0 +1,399 @@
+//! The write-ahead log: segment files of framed batches in a directory owned by one process.
+//!
+//! Files in the directory:
+//! * `LOCK`: held (advisory lock) by the one process using the log;
+//! * `{generation:020}.wal`: segments of [frames](frame), written in generation order;
+//! * `{generation:020}.snap`: a snapshot of the whole store as of the end of segment `generation` (only for stores
+//!   that do not outlive the process, such as memory); segments up to `generation` are then obsolete;
+//! * `*.tmp`: a snapshot being written; removed at open.
+//!
+//! Recovery reads the newest intact snapshot and every later segment in order. An incomplete frame at
+//! the very end of the log is a torn write: it is cut off (and logged). Anything else that fails its
+//! checks is [`Error::Corrupted`] with the file and byte offset, unless the [`RecoveryPolicy`] is
+//! `Skip`, in which case the bad bytes are first copied to the dead-letter file.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+pub mod frame;
+pub mod fs;
+
+use crate::crash::{CrashHook, CrashPoint};
+use crate::dead_letter::{DeadLetter, DeadLetterFile};
+use crate::model::Batch;
+use crate::{Error, Result};
+use frame::{FrameError, FrameKind};
+use fs::{WalFile, WalFs};
+
+/// What recovery does with bytes that fail their checks before the end of the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecoveryPolicy {
+    /// Refuse to open: [`Error::Corrupted`] names the file and offset. The default.
+    #[default]
+    Fail,
+    /// Copy the bad bytes to the dead-letter file, log it, and go on with the next intact frame.
+    Skip,
+}
+
+/// A segment that is no longer written to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClosedSegment {
+    /// Its generation (file name).
+    pub generation: u64,
+    /// The highest batch seq it holds (0 if none).
+    pub last_seq: u64,
+    /// Its size.
+    pub bytes: u64,
+}
+
+/// What recovery found in the directory.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    /// The newest intact snapshot.
+    pub snapshot: Option<Batch>,
+    /// Every intact batch after it, in log order.
+    pub batches: Vec<Batch>,
+    /// Torn tails cut off: file and the length it was cut to.
+    pub cut: Vec<(PathBuf, u64)>,
+    /// Corrupt regions skipped (policy `Skip`): file, offset, length.
+    pub skipped: Vec<(PathBuf, u64, u64)>,
+}
+
+/// The directory side of the log, shared by the writer and the thread that releases segments.
+#[derive(Debug)]
+pub struct WalDir {
+    fs: Arc<dyn WalFs>,
+    dir: PathBuf,
+    hook: Option<Arc<dyn CrashHook>>,
+    _lock: Box<dyn std::any::Any + Send + Sync>,
+    state: Mutex<DirState>,
+}
+
+#[derive(Debug, Default)]
+struct DirState {
+    closed: Vec<ClosedSegment>,
+    snapshot: Option<(u64, u64)>,
+    max_gen: u64,
+}
+
+fn segment_name(generation: u64) -> String {
+    format!("{generation:020}.wal")
+}
+
+fn snapshot_name(generation: u64) -> String {
+    format!("{generation:020}.snap")
+}
+
+fn parse_gen(name: &str, suffix: &str) -> Option<u64> {
+    let stem = name.strip_suffix(suffix)?;
+    (stem.len() == 20 && stem.bytes().all(|c| c.is_ascii_digit())).then(|| stem.parse().ok()).flatten()
+}
+
+impl WalDir {
+    fn io(&self, op: &'static str, path: &Path, e: std::io::Error) -> Error {
+        Error::io(op, path, e)
+    }
+
+    fn hook(&self, point: CrashPoint) -> Result<()> {
+        match &self.hook {
+            Some(h) => h.at(point),
+            None => Ok(()),
+        }
+    }
+
+    /// The log directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Locks `dir` (creating it) and reads everything in it.
+    pub fn open(
+        fs: Arc<dyn WalFs>,
+        dir: &Path,
+        hook: Option<Arc<dyn CrashHook>>,
+        policy: RecoveryPolicy,
+        dead_letter: Option<&DeadLetterFile>,
+    ) -> Result<(Arc<WalDir>, Recovered)> {
+        fs.create_dir_all(dir).map_err(|e| Error::io("create log directory", dir, e))?;
+        let lock = fs.lock(dir).map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock => Error::Locked { path: dir.to_path_buf(), reason: e.to_string() },
+            _ => Error::io("lock log directory", dir, e),
+        })?;
+        let wal = WalDir { fs, dir: dir.to_path_buf(), hook, _lock: lock, state: Mutex::new(DirState::default()) };
+        let recovered = wal.recover(policy, dead_letter)?;
+        Ok((Arc::new(wal), recovered))
+    }
+
+    fn recover(&self, policy: RecoveryPolicy, dead_letter: Option<&DeadLetterFile>) -> Result<Recovered> {
+        let names = self.fs.list(&self.dir).map_err(|e| self.io("list log directory", &self.dir, e))?;
+        let mut segments = Vec::new();
+        let mut snapshots = Vec::new();
+        for name in &names {
+            if name.ends_with(".tmp") {
+                let p = self.dir.join(name);
+                self.fs.remove(&p).map_err(|e| self.io("remove unfinished snapshot", &p, e))?;
+            } else if let Some(g) = parse_gen(name, ".wal") {
+                segments.push(g);
+            } else if let Some(g) = parse_gen(name, ".snap") {
+                snapshots.push(g);
+            }
+        }
+        segments.sort_unstable();
+        snapshots.sort_unstable();
+        let mut out = Recovered::default();
+        let mut st = self.state.lock().expect("wal state");
+        st.max_gen = segments.iter().chain(&snapshots).copied().max().unwrap_or(0);
+
+        // The newest intact snapshot.
+        let mut snap_gen = None;
+        for &g in snapshots.iter().rev() {
+            let path = self.dir.join(snapshot_name(g));
+            let bytes = self.fs.read(&path).map_err(|e| self.io("read snapshot", &path, e))?;
+            match frame::decode(&bytes) {
+                Ok(f) if f.kind == FrameKind::Snapshot && f.len == bytes.len() => {
+                    st.snapshot = Some((g, bytes.len() as u64));
+                    out.snapshot = Some(f.batch);
+                    snap_gen = Some(g);
+                    break;
+                }
+                other => {
+                    let reason = match other {
+                        Ok(_) => "not a single snapshot frame".to_string(),
+                        Err(e) => e.to_string(),
+                    };
+                    if policy == RecoveryPolicy::Fail {
+                        return Err(Error::Corrupted { file: path, offset: 0, reason });
+                    }
+                    self.quarantine(dead_letter, &path, 0, &bytes, &reason)?;
+                    out.skipped.push((path, 0, bytes.len() as u64));
+                }
+            }
+        }
+        let live: Vec<u64> = segments.into_iter().filter(|g| snap_gen.is_none_or(|s| *g > s)).collect();
+        let mut contents = Vec::with_capacity(live.len());
+        for &g in &live {
+            let path = self.dir.join(segment_name(g));
+            contents.push((g, path.clone(), self.fs.read(&path).map_err(|e| self.io("read segment", &path, e))?));
+        }
+        let last_nonempty = contents.iter().rposition(|(_, _, b)| !b.is_empty());
+        for (i, (g, path, bytes)) in contents.iter().enumerate() {
+            let is_last = Some(i) == last_nonempty;
+            let mut pos = 0usize;
+            let mut last_seq = 0;
+            while pos < bytes.len() {
+                match frame::decode(&bytes[pos..]) {
+                    Ok(f) if f.kind == FrameKind::Batch => {
+                        last_seq = f.batch.seq;
+                        out.batches.push(f.batch);
+                        pos += f.len;
+                    }
+                    result => {
+                        let rest = &bytes[pos..];
+                        let torn = matches!(result, Err(FrameError::Incomplete { .. })) || rest.iter().all(|b| *b == 0);
+                        if torn && is_last {
+                            tracing::warn!(file = %path.display(), offset = pos, len = rest.len(),
+                                "cutting an incomplete frame at the end of the log (a write torn by a crash)");
+                            let mut f = self.fs.open_append(path).map_err(|e| self.io("open segment", path, e))?;
+                            f.truncate(pos as u64).map_err(|e| self.io("truncate segment", path, e))?;
+                            f.sync().map_err(|e| self.io("sync segment", path, e))?;
+                            out.cut.push((path.clone(), pos as u64));
+                            break;
+                        }
+                        let reason = match result {
+                            Ok(_) => "a snapshot frame inside a segment".to_string(),
+                            Err(e) => e.to_string(),
+                        };
+                        if policy == RecoveryPolicy::Fail {
+                            return Err(Error::Corrupted { file: path.clone(), offset: pos as u64, reason });
+                        }
+                        // Skip to the next position where an intact frame starts.
+                        let mut next = pos + 1;
+                        while let Some(m) = frame::find_magic(bytes, next) {
+                            if frame::decode(&bytes[m..]).is_ok() {
+                                break;
+                            }
+                            next = m + 1;
+                        }
+                        let end = frame::find_magic(bytes, next)
+                            .filter(|m| frame::decode(&bytes[*m..]).is_ok())
+                            .unwrap_or(bytes.len());
+                        tracing::error!(file = %path.display(), offset = pos, len = end - pos, %reason,
+                            "skipping corrupt log bytes (recovery policy skip); they are in the dead-letter file");
+                        self.quarantine(dead_letter, path, pos as u64, &bytes[pos..end], &reason)?;
+                        out.skipped.push((path.clone(), pos as u64, (end - pos) as u64));
+                        pos = end;
+                    }
+                }
+            }
+            st.closed.push(ClosedSegment { generation: *g, last_seq, bytes: pos as u64 });
+        }
+        Ok(out)
+    }
+
+    fn quarantine(&self, dl: Option<&DeadLetterFile>, path: &Path, offset: u64, bytes: &[u8], reason: &str) -> Result<()> {
+        let dl = dl.ok_or_else(|| {
+            Error::Invalid(format!(
+                "recovery policy skip needs a dead-letter file to keep the corrupt bytes of {} at {offset}",
+                path.display()
+            ))
+        })?;
+        dl.write(&DeadLetter {
+            source: "wal",
+            location: vec![("file", path.display().to_string()), ("offset", offset.to_string())],
+            reason: reason.to_string(),
+            blobs: vec![("bytes", Some(bytes))],
+        })
+    }
+
+    /// Starts a new, empty segment after every existing file and makes it durable in the directory.
+    pub fn new_segment(self: &Arc<Self>) -> Result<WalWriter> {
+        let generation = {
+            let mut st = self.state.lock().expect("wal state");
+            st.max_gen += 1;
+            st.max_gen
+        };
+        let path = self.dir.join(segment_name(generation));
+        let file = self.fs.open_append(&path).map_err(|e| self.io("create segment", &path, e))?;
+        self.hook(CrashPoint::InsideRotation)?;
+        self.fs.sync_dir(&self.dir).map_err(|e| self.io("sync log directory", &self.dir, e))?;
+        Ok(WalWriter { dir: Arc::clone(self), file, generation, path, last_seq: 0 })
+    }
+
+    /// Segments that are closed and not yet released.
+    pub fn closed(&self) -> Vec<ClosedSegment> {
+        self.state.lock().expect("wal state").closed.clone()
+    }
+
+    /// Size of the newest snapshot, 0 when none.
+    pub fn snapshot_bytes(&self) -> u64 {
+        self.state.lock().expect("wal state").snapshot.map_or(0, |(_, b)| b)
+    }
+
+    /// Removes closed segments whose batches are all at or below `durable_seq` (the store holds them
+    /// durably). Returns how many were removed.
+    pub fn release(&self, durable_seq: u64) -> Result<usize> {
+        let doomed: Vec<ClosedSegment> = {
+            let st = self.state.lock().expect("wal state");
+            st.closed.iter().filter(|s| s.last_seq <= durable_seq).cloned().collect()
+        };
+        for seg in &doomed {
+            self.hook(CrashPoint::InsideRelease)?;
+            let path = self.dir.join(segment_name(seg.generation));
+            self.fs.remove(&path).map_err(|e| self.io("remove released segment", &path, e))?;
+            self.state.lock().expect("wal state").closed.retain(|s| s.generation != seg.generation);
+        }
+        if !doomed.is_empty() {
+            self.fs.sync_dir(&self.dir).map_err(|e| self.io("sync log directory", &self.dir, e))?;
+        }
+        Ok(doomed.len())
+    }
+
+    /// Writes `snapshot` (the whole store as of the end of closed segment `through_gen`) and removes
+    /// every older segment and snapshot.
+    pub fn compact(&self, snapshot: &Batch, through_gen: u64) -> Result<()> {
+        let mut bytes = Vec::new();
+        frame::encode(FrameKind::Snapshot, snapshot, &mut bytes);
+        let name = snapshot_name(through_gen);
+        let tmp = self.dir.join(format!("{name}.tmp"));
+        let path = self.dir.join(&name);
+        {
+            let mut f = self.fs.open_append(&tmp).map_err(|e| self.io("create snapshot", &tmp, e))?;
+            f.truncate(0).map_err(|e| self.io("truncate snapshot", &tmp, e))?;
+            f.append(&bytes).map_err(|e| self.io("write snapshot", &tmp, e))?;
+            self.hook(CrashPoint::InsideCompaction)?;
+            f.sync().map_err(|e| self.io("sync snapshot", &tmp, e))?;
+        }
+        self.fs.rename(&tmp, &path).map_err(|e| self.io("rename snapshot", &tmp, e))?;
+        self.fs.sync_dir(&self.dir).map_err(|e| self.io("sync log directory", &self.dir, e))?;
+        let (old_snap, doomed) = {
+            let mut st = self.state.lock().expect("wal state");
+            let old = st.snapshot.replace((through_gen, bytes.len() as u64));
+            let doomed: Vec<u64> = st.closed.iter().filter(|s| s.generation <= through_gen).map(|s| s.generation).collect();
+            (old, doomed)
+        };
+        if let Some((g, _)) = old_snap.filter(|(g, _)| *g != through_gen) {
+            self.hook(CrashPoint::InsideCompaction)?;
+            let p = self.dir.join(snapshot_name(g));
+            self.fs.remove(&p).map_err(|e| self.io("remove old snapshot", &p, e))?;
+        }
+        for g in doomed {
+            self.hook(CrashPoint::InsideRelease)?;
+            let p = self.dir.join(segment_name(g));
+            self.fs.remove(&p).map_err(|e| self.io("remove compacted segment", &p, e))?;
+            self.state.lock().expect("wal state").closed.retain(|s| s.generation != g);
+        }
+        self.fs.sync_dir(&self.dir).map_err(|e| self.io("sync log directory", &self.dir, e))
+    }
+
+    /// Bytes held by the log: closed segments and the snapshot (the writer adds its active segment).
+    pub fn held_bytes(&self) -> u64 {
+        let st = self.state.lock().expect("wal state");
+        st.closed.iter().map(|s| s.bytes).sum::<u64>() + st.snapshot.map_or(0, |(_, b)| b)
+    }
+}
+
+/// The segment being appended to (owned by the one thread that writes the log).
+#[derive(Debug)]
+pub struct WalWriter {
+    dir: Arc<WalDir>,
+    file: Box<dyn WalFile>,
+    generation: u64,
+    path: PathBuf,
+    last_seq: u64,
+}
+
+/// How an append failed.
+#[derive(Debug)]
+pub enum AppendError {
+    /// Nothing of the frame remains in the log: the batch may be retried.
+    NotWritten(Error),
+    /// The log's state is unknown (a failed sync, or a failed cleanup): no more writes until reopened.
+    Poisoned(Error),
+}
+
+impl WalWriter {
+    /// Appends `frames` (already encoded, one or more frames whose last batch is `last_seq`) with one
+    /// write and one sync.
+    pub fn append(&mut self, frames: &[u8], last_seq: u64) -> Result<(), AppendError> {
+        let before = self.file.len();
+        self.dir.hook(CrashPoint::BeforeWalWrite).map_err(AppendError::Poisoned)?;
+        if let Err(e) = self.file.append(frames) {
+            let err = Error::io("write log segment", &self.path, e);
+            // Take back whatever part of the frame reached the file so the log stays a clean prefix.
+            return match self.file.truncate(before) {
+                Ok(()) => Err(AppendError::NotWritten(err)),
+                Err(_) => Err(AppendError::Poisoned(err)),
+            };
+        }
+        self.dir.hook(CrashPoint::AfterWriteBeforeSync).map_err(AppendError::Poisoned)?;
+        // After a failed fsync the kernel may have dropped the dirty pages: the log's contents are
+        // unknown, so the only safe course is to stop and let recovery read what is really there.
+        self.file.sync().map_err(|e| AppendError::Poisoned(Error::io("sync log segment", &self.path, e)))?;
+        self.last_seq = last_seq;
+        Ok(())
+    }
+
+    /// The active segment's size.
+    pub fn len(&self) -> u64 {
+        self.file.len()
+    }
+
+    /// True when the active segment is empty.
+    pub fn is_empty(&self) -> bool {
+        self.file.len() == 0
+    }
+
+    /// Closes the active segment and starts a new one. Returns the closed segment.
+    pub fn rotate(&mut self) -> Result<ClosedSegment> {
+        let next = self.dir.new_segment()?;
+        let closed = ClosedSegment { generation: self.generation, last_seq: self.last_seq, bytes: self.file.len() };
+        self.dir.state.lock().expect("wal state").closed.push(closed.clone());
+        *self = next;
+        Ok(closed)
+    }
+
+    /// The shared directory side.
+    pub fn dir(&self) -> &Arc<WalDir> {
+        &self.dir
+    }
+}

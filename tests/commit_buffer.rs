@@ -1,0 +1,266 @@
+//! Behaviour of the commit buffer over the crash-simulating file system and over the real one.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability, WhenFull};
+use connect_offsets::store::{MemoryStore, OffsetStore};
+use connect_offsets::wal::fs::SimFs;
+use connect_offsets::{Error, Offset, OffsetKey, Partition};
+
+fn key(i: i64) -> OffsetKey {
+    OffsetKey::new("c", Partition::new().with("p", i))
+}
+
+fn pos(n: i64) -> Offset {
+    Offset::new().with("pos", n)
+}
+
+fn sim_config(sim: &SimFs) -> CommitBufferConfig {
+    let mut c = CommitBufferConfig::new("/wal");
+    c.fs = Arc::new(sim.clone());
+    c.flush_interval = None;
+    c.dead_letter = None;
+    c
+}
+
+#[test]
+fn offer_commit_get_and_reopen() {
+    let sim = SimFs::new();
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap();
+    buf.offer(key(1), pos(1)).unwrap();
+    buf.offer(key(1), pos(2)).unwrap();
+    buf.offer(key(2), pos(7)).unwrap();
+    let seq = buf.commit().wait().unwrap();
+    assert_eq!(seq, 1);
+    assert_eq!(buf.get(&key(1)).unwrap(), Some(pos(2)), "last write wins");
+    buf.offer_reset(key(2)).unwrap();
+    assert_eq!(buf.commit_with(Durability::Store).wait().unwrap(), 2);
+    assert_eq!(buf.store().get(&key(2)).unwrap(), None);
+    assert_eq!(
+        buf.commit().wait().unwrap(),
+        2,
+        "nothing pending: the last batch"
+    );
+    buf.close().unwrap();
+    assert!(matches!(buf.offer(key(3), pos(1)), Err(Error::Closed(_))));
+    drop(buf);
+    // A memory store forgets; the log brings it back.
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap();
+    assert_eq!(buf.store().get(&key(1)).unwrap(), Some(pos(2)));
+    assert_eq!(buf.store().get(&key(2)).unwrap(), None);
+    assert_eq!(buf.store().applied_seq("connect-offsets").unwrap(), 2);
+    buf.offer(key(3), pos(3)).unwrap();
+    assert_eq!(
+        buf.commit().wait().unwrap(),
+        3,
+        "seq continues after recovery"
+    );
+}
+
+#[test]
+fn a_second_opener_is_refused() {
+    let sim = SimFs::new();
+    let _a = CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap();
+    let e = CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap_err();
+    assert!(matches!(e, Error::Locked { .. }), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    let real = CommitBufferConfig::new(dir.path().join("wal"));
+    let _b = CommitBuffer::open(Arc::new(MemoryStore::new()), real.clone()).unwrap();
+    let e = CommitBuffer::open(Arc::new(MemoryStore::new()), real).unwrap_err();
+    assert!(e.to_string().contains("locked"), "{e}");
+}
+
+#[test]
+fn a_failed_write_merges_back_under_newer_values() {
+    let sim = SimFs::new();
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap();
+    buf.offer(key(1), pos(1)).unwrap();
+    buf.offer(key(2), pos(1)).unwrap();
+    sim.fail_appends(1);
+    let e = buf.commit().wait().unwrap_err();
+    assert!(e.to_string().contains("no space left"), "{e}");
+    // A newer offer for key 1 arrives before the retry: it must win over the merged-back value.
+    buf.offer(key(1), pos(5)).unwrap();
+    assert_eq!(buf.stats().pending, 2, "both keys pending again");
+    let seq = buf.commit_with(Durability::Store).wait().unwrap();
+    assert_eq!(
+        seq, 1,
+        "the failed batch's seq is reused: nothing of it reached the log"
+    );
+    assert_eq!(buf.store().get(&key(1)).unwrap(), Some(pos(5)));
+    assert_eq!(buf.store().get(&key(2)).unwrap(), Some(pos(1)));
+    drop(buf);
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap();
+    assert_eq!(
+        buf.store().get(&key(1)).unwrap(),
+        Some(pos(5)),
+        "the torn half-write was cut from the log"
+    );
+}
+
+#[test]
+fn group_commit_one_sync_for_many_committers() {
+    let sim = SimFs::new();
+    let buf = Arc::new(CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap());
+    let (_, syncs_before) = sim.counts();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let buf = Arc::clone(&buf);
+            std::thread::spawn(move || {
+                for i in 0..50 {
+                    buf.offer(key(t * 1000 + i), pos(i)).unwrap();
+                    buf.commit().wait().unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let (_, syncs_after) = sim.counts();
+    let stats = buf.stats();
+    assert_eq!(
+        stats.syncs,
+        syncs_after - syncs_before,
+        "one sync per logged batch, no more"
+    );
+    assert!(
+        stats.syncs <= 400,
+        "at most one sync per commit call: {}",
+        stats.syncs
+    );
+    // Every commit's offers are there.
+    buf.commit_with(Durability::Store).wait().unwrap();
+    assert_eq!(buf.store().partitions("c").unwrap().len(), 400);
+}
+
+#[test]
+fn full_buffer_rejects_or_blocks() {
+    let sim = SimFs::new();
+    let mut c = sim_config(&sim);
+    c.max_pending = 3;
+    c.when_full = WhenFull::Reject;
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), c).unwrap();
+    for i in 0..3 {
+        buf.offer(key(i), pos(i)).unwrap();
+    }
+    buf.offer(key(0), pos(9)).unwrap(); // an existing key always fits
+    let e = buf.offer(key(3), pos(3)).unwrap_err();
+    assert!(
+        matches!(e, Error::Full(_)) && e.to_string().contains("max_pending"),
+        "{e}"
+    );
+    drop(buf);
+
+    let sim = SimFs::new();
+    let mut c = sim_config(&sim);
+    c.max_pending = 3;
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), c).unwrap();
+    for i in 0..100 {
+        buf.offer(key(i), pos(i)).unwrap(); // blocks until the log thread seals, never drops
+    }
+    buf.commit_with(Durability::Store).wait().unwrap();
+    assert_eq!(buf.store().partitions("c").unwrap().len(), 100);
+}
+
+#[test]
+fn automatic_commit_on_the_interval() {
+    let sim = SimFs::new();
+    let mut c = sim_config(&sim);
+    c.set("offset.flush.interval.ms", "50").unwrap();
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), c).unwrap();
+    buf.offer(key(1), pos(1)).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while buf.store().get(&key(1)).unwrap().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no automatic commit within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(buf.stats().oldest_pending_age.is_none());
+}
+
+#[test]
+fn config_properties_by_connect_names() {
+    let mut c = CommitBufferConfig::new("/x");
+    assert_eq!(
+        c.flush_interval,
+        Some(Duration::from_secs(60)),
+        "Connect's default"
+    );
+    assert_eq!(c.flush_timeout, Duration::from_secs(5), "Connect's default");
+    c.set("offset.flush.timeout.ms", "1234").unwrap();
+    assert_eq!(c.flush_timeout, Duration::from_millis(1234));
+    let e = c.set("offset.flush.interval.ms", "soon").unwrap_err();
+    assert!(
+        e.to_string().contains("offset.flush.interval.ms") && e.to_string().contains("integer"),
+        "{e}"
+    );
+    let e = c.set("offset.flush.nope", "1").unwrap_err();
+    assert!(e.to_string().contains("unknown property"), "{e}");
+}
+
+#[test]
+fn async_ticket() {
+    let sim = SimFs::new();
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap();
+    buf.offer(key(1), pos(1)).unwrap();
+    let ticket = buf.commit_with(Durability::Store);
+    // A minimal executor: poll with a thread-unparking waker.
+    let seq = block_on(ticket).unwrap();
+    assert_eq!(seq, 1);
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn memory_log_stays_bounded_under_endless_commits() {
+    let sim = SimFs::new();
+    let mut c = sim_config(&sim);
+    c.segment_bytes = 64 << 10;
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), c).unwrap();
+    let mut worst = 0f64;
+    for round in 0..400 {
+        for i in 0..200 {
+            buf.offer(key(i), pos(round * 1000 + i)).unwrap();
+        }
+        buf.commit_with(Durability::Store).wait().unwrap();
+        let live: usize = buf
+            .store()
+            .partitions("c")
+            .unwrap()
+            .iter()
+            .map(|(k, v)| k.connect_key().len() + v.to_json().len())
+            .sum();
+        let held = sim.dir_bytes(std::path::Path::new("/wal"));
+        let bound = 2 * live as u64 + (64 << 10) + 16 * 1024;
+        worst = worst.max(held as f64 / bound as f64);
+        assert!(
+            held <= bound,
+            "round {round}: log holds {held} bytes, bound {bound} (live {live})"
+        );
+    }
+    assert!(
+        worst > 0.1,
+        "the check must be near its bound at some point: {worst}"
+    );
+}
