@@ -139,7 +139,12 @@ impl CommitBufferConfig {
     /// `offsets.recovery` = fail|skip, `offsets.dead.letter.file`).
     pub fn set(&mut self, name: &str, value: &str) -> Result<&mut Self> {
         let bad = |why: &str| Error::Invalid(format!("property `{name}` = `{value}`: {why}"));
-        let num = || value.trim().parse::<u64>().map_err(|_| bad("expected a non-negative integer"));
+        let num = || {
+            value
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| bad("expected a non-negative integer"))
+        };
         match name {
             "offset.flush.interval.ms" => {
                 let ms = num()?;
@@ -240,8 +245,14 @@ struct State {
 }
 
 enum Job {
-    Apply { batch: Arc<Batch>, epoch: u64, closes: Option<ClosedSegment> },
-    Mark { epoch: u64 },
+    Apply {
+        batch: Arc<Batch>,
+        epoch: u64,
+        closes: Option<ClosedSegment>,
+    },
+    Mark {
+        epoch: u64,
+    },
 }
 
 /// The write-ahead commit buffer (see the module docs). Share it between tasks with an `Arc`.
@@ -254,7 +265,10 @@ pub struct CommitBuffer {
 
 impl std::fmt::Debug for CommitBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CommitBuffer").field("writer", &self.shared.writer).field("store", &self.store).finish()
+        f.debug_struct("CommitBuffer")
+            .field("writer", &self.shared.writer)
+            .field("store", &self.store)
+            .finish()
     }
 }
 
@@ -281,10 +295,16 @@ impl Shared {
             Durability::Store => st.applied >= epoch,
         };
         if done {
-            let seq = st.epoch_seq.range(..=epoch).next_back().map_or(0, |(_, s)| *s);
+            let seq = st
+                .epoch_seq
+                .range(..=epoch)
+                .next_back()
+                .map_or(0, |(_, s)| *s);
             return Some(Ok(seq));
         }
-        st.poisoned.as_ref().map(|p| Err(Error::CommitFailed(Arc::clone(p))))
+        st.poisoned
+            .as_ref()
+            .map(|p| Err(Error::CommitFailed(Arc::clone(p))))
     }
 }
 
@@ -342,7 +362,11 @@ impl CommitBuffer {
                     config.wal_dir.display()
                 );
                 if config.recovery == RecoveryPolicy::Fail {
-                    return Err(Error::Corrupted { file: config.wal_dir.clone(), offset: 0, reason: msg });
+                    return Err(Error::Corrupted {
+                        file: config.wal_dir.clone(),
+                        offset: 0,
+                        reason: msg,
+                    });
                 }
                 tracing::error!("{msg}; going on (recovery policy skip)");
             }
@@ -352,7 +376,12 @@ impl CommitBuffer {
             replayed += 1;
         }
         if replayed > 0 {
-            tracing::info!(writer, replayed, applied, "replayed the write-ahead log into the store");
+            tracing::info!(
+                writer,
+                replayed,
+                applied,
+                "replayed the write-ahead log into the store"
+            );
         }
         store.persist()?;
         let log = wal.new_segment()?;
@@ -361,7 +390,11 @@ impl CommitBuffer {
             if store.durable() {
                 wal.release(applied)?;
             } else {
-                let snapshot = Batch::new(writer.clone(), applied, store.all()?.into_iter().map(|(k, v)| (k, Some(v))));
+                let snapshot = Batch::new(
+                    writer.clone(),
+                    applied,
+                    store.all()?.into_iter().map(|(k, v)| (k, Some(v))),
+                );
                 wal.compact(&snapshot, newest)?;
             }
         }
@@ -370,7 +403,12 @@ impl CommitBuffer {
             writer: writer.clone(),
             state: Mutex::new(State {
                 open_epoch: 1,
-                stats: BufferStats { logged_seq: last_seq, applied_seq: applied, replayed_batches: replayed, ..Default::default() },
+                stats: BufferStats {
+                    logged_seq: last_seq,
+                    applied_seq: applied,
+                    replayed_batches: replayed,
+                    ..Default::default()
+                },
                 ..State::default()
             }),
             changed: Condvar::new(),
@@ -411,7 +449,12 @@ impl CommitBuffer {
                 .spawn(move || apply_thread.run(rx))
                 .map_err(|e| Error::io("spawn apply thread", &config.wal_dir, e))?,
         ];
-        Ok(CommitBuffer { shared, store, wal, threads: Mutex::new(threads) })
+        Ok(CommitBuffer {
+            shared,
+            store,
+            wal,
+            threads: Mutex::new(threads),
+        })
     }
 
     /// Records `offset` as the newest position of `key`. Cheap: a map insert under a lock.
@@ -469,19 +512,33 @@ impl CommitBuffer {
     pub fn commit_with(&self, durability: Durability) -> CommitTicket {
         let shared = &self.shared;
         let mut st = lock(shared);
-        let ticket = |immediate| CommitTicket { shared: Arc::clone(shared), epoch: 0, durability, immediate };
+        let ticket = |immediate| CommitTicket {
+            shared: Arc::clone(shared),
+            epoch: 0,
+            durability,
+            immediate,
+        };
         if st.closed {
             return ticket(Some(Error::Closed("commit buffer")));
         }
         if let Some(p) = &st.poisoned {
             return ticket(Some(Error::CommitFailed(Arc::clone(p))));
         }
-        let epoch = if st.active.is_empty() { st.open_epoch - 1 } else { st.open_epoch };
+        let epoch = if st.active.is_empty() {
+            st.open_epoch - 1
+        } else {
+            st.open_epoch
+        };
         if epoch > st.requested {
             st.requested = epoch;
             shared.changed.notify_all();
         }
-        CommitTicket { shared: Arc::clone(shared), epoch, durability, immediate: None }
+        CommitTicket {
+            shared: Arc::clone(shared),
+            epoch,
+            durability,
+            immediate: None,
+        }
     }
 
     /// The committed offset of `key`: from a batch logged but not yet applied, else from the store.
@@ -528,7 +585,10 @@ impl CommitBuffer {
         self.stop();
         let released = if result.is_ok() && self.store.durable() {
             let applied = lock(&self.shared).stats.applied_seq;
-            self.store.persist().and_then(|_| self.wal.release(applied)).map(|_| ())
+            self.store
+                .persist()
+                .and_then(|_| self.wal.release(applied))
+                .map(|_| ())
         } else {
             Ok(())
         };
@@ -567,7 +627,10 @@ pub struct CommitTicket {
 
 impl std::fmt::Debug for CommitTicket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CommitTicket").field("epoch", &self.epoch).field("durability", &self.durability).finish()
+        f.debug_struct("CommitTicket")
+            .field("epoch", &self.epoch)
+            .field("durability", &self.durability)
+            .finish()
     }
 }
 
@@ -591,13 +654,25 @@ impl CommitTicket {
             }
             let now = Instant::now();
             if now >= deadline {
-                let last = st.last_store_error.as_ref().map(|e| format!(" (last store error: {e})")).unwrap_or_default();
+                let last = st
+                    .last_store_error
+                    .as_ref()
+                    .map(|e| format!(" (last store error: {e})"))
+                    .unwrap_or_default();
                 return Err(Error::Timeout {
-                    op: format!("commit of writer `{}` at {:?} durability{last}", self.shared.writer, self.durability),
+                    op: format!(
+                        "commit of writer `{}` at {:?} durability{last}",
+                        self.shared.writer, self.durability
+                    ),
                     millis: timeout.as_millis() as u64,
                 });
             }
-            st = self.shared.changed.wait_timeout(st, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+            st = self
+                .shared
+                .changed
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
@@ -617,7 +692,11 @@ impl Future for CommitTicket {
         if let Some(r) = self.try_result() {
             return Poll::Ready(r);
         }
-        self.shared.wakers.lock().unwrap_or_else(|p| p.into_inner()).push(cx.waker().clone());
+        self.shared
+            .wakers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(cx.waker().clone());
         // Re-check: progress may have been made between the check and the registration.
         match self.try_result() {
             Some(r) => Poll::Ready(r),
@@ -664,7 +743,13 @@ impl LogThread {
                     next_auto = self.interval.map(|i| Instant::now() + i);
                 }
                 st = match next_auto {
-                    Some(t) => shared.changed.wait_timeout(st, t.saturating_duration_since(Instant::now())).unwrap_or_else(|p| p.into_inner()).0,
+                    Some(t) => {
+                        shared
+                            .changed
+                            .wait_timeout(st, t.saturating_duration_since(Instant::now()))
+                            .unwrap_or_else(|p| p.into_inner())
+                            .0
+                    }
                     None => shared.changed.wait(st).unwrap_or_else(|p| p.into_inner()),
                 };
             };
@@ -692,7 +777,11 @@ impl LogThread {
         let shared = Arc::clone(&self.shared);
         let started = Instant::now();
         let seq = self.seq + 1;
-        let batch = Batch { writer: shared.writer.clone(), seq, entries };
+        let batch = Batch {
+            writer: shared.writer.clone(),
+            seq,
+            entries,
+        };
         if let Some(observe) = &self.observer {
             observe(&batch);
         }
@@ -738,14 +827,24 @@ impl LogThread {
                         Ok(seg) => closes = Some(seg),
                         Err(e) => {
                             // The batch is logged and acked; without a new segment nothing more can be.
-                            let _ = self.tx.send(Job::Apply { batch, epoch, closes: None });
+                            let _ = self.tx.send(Job::Apply {
+                                batch,
+                                epoch,
+                                closes: None,
+                            });
                             self.poison(epoch, e, None);
                             return false;
                         }
                     }
                 }
                 shared.active_bytes.store(self.log.len(), Ordering::Relaxed);
-                self.tx.send(Job::Apply { batch, epoch, closes }).is_ok()
+                self.tx
+                    .send(Job::Apply {
+                        batch,
+                        epoch,
+                        closes,
+                    })
+                    .is_ok()
             }
             Err(AppendError::NotWritten(e)) => {
                 tracing::warn!(writer = %shared.writer, seq, error = %e, "log write failed; offsets merged back for the next commit");
@@ -812,7 +911,11 @@ impl ApplyThread {
                     lock(&self.shared).applied = epoch;
                     self.shared.notify();
                 }
-                Job::Apply { batch, epoch, closes } => {
+                Job::Apply {
+                    batch,
+                    epoch,
+                    closes,
+                } => {
                     if !self.apply(&batch, epoch) {
                         return;
                     }
@@ -891,7 +994,11 @@ impl ApplyThread {
             self.wal.release(batch.seq)?;
         } else {
             let all = self.store.all()?;
-            let snapshot = Batch::new(batch.writer.clone(), batch.seq, all.into_iter().map(|(k, v)| (k, Some(v))));
+            let snapshot = Batch::new(
+                batch.writer.clone(),
+                batch.seq,
+                all.into_iter().map(|(k, v)| (k, Some(v))),
+            );
             self.wal.compact(&snapshot, seg.generation)?;
         }
         Ok(())

@@ -92,7 +92,12 @@ struct PlanState {
 impl CrashPlan {
     /// A plan that never crashes but counts every point reached.
     pub fn never() -> Self {
-        CrashPlan { target: None, state: Mutex::new(PlanState::default()), torn: 0, crashed: AtomicBool::new(false) }
+        CrashPlan {
+            target: None,
+            state: Mutex::new(PlanState::default()),
+            torn: 0,
+            crashed: AtomicBool::new(false),
+        }
     }
 
     /// Crash at occurrence `skip` (0-based) of `target`; a crash inside a write keeps `torn` bytes of it
@@ -100,7 +105,10 @@ impl CrashPlan {
     pub fn at(target: CrashPoint, skip: usize, torn: usize) -> Self {
         CrashPlan {
             target: Some(target),
-            state: Mutex::new(PlanState { skip, ..PlanState::default() }),
+            state: Mutex::new(PlanState {
+                skip,
+                ..PlanState::default()
+            }),
             torn,
             crashed: AtomicBool::new(false),
         }
@@ -156,9 +164,21 @@ impl CrashHook for CrashPlan {
 impl ApplyFault for CrashPlan {
     fn before_entry(&self, _batch: &Batch, index: usize) -> Result<()> {
         // Crash after staging at least one entry when there is one, so "inside" means inside.
-        if index == 1 { self.at(CrashPoint::InsideApply) } else if self.crashed() { Err(self.dead()) } else { Ok(()) }
+        if index == 1 {
+            self.at(CrashPoint::InsideApply)
+        } else if self.crashed() {
+            Err(self.dead())
+        } else {
+            Ok(())
+        }
     }
     fn before_commit(&self, batch: &Batch) -> Result<()> {
-        if batch.entries.len() <= 1 { self.at(CrashPoint::InsideApply) } else if self.crashed() { Err(self.dead()) } else { Ok(()) }
+        if batch.entries.len() <= 1 {
+            self.at(CrashPoint::InsideApply)
+        } else if self.crashed() {
+            Err(self.dead())
+        } else {
+            Ok(())
+        }
     }
 }

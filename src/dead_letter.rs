@@ -46,7 +46,9 @@ impl DeadLetterFile {
     pub fn write(&self, letter: &DeadLetter<'_>) -> Result<()> {
         use std::os::unix::fs::OpenOptionsExt;
         let mut line = Vec::with_capacity(256);
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
         line.extend_from_slice(format!("{{\"time_ms\":{},\"source\":", now.as_millis()).as_bytes());
         encode_str(letter.source, &mut line);
         line.extend_from_slice(b",\"location\":{");
@@ -71,7 +73,8 @@ impl DeadLetterFile {
         }
         line.extend_from_slice(b"}\n");
         if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Error::io("create directory", parent, e))?;
         }
         let mut f = OpenOptions::new()
             .create(true)
@@ -79,7 +82,9 @@ impl DeadLetterFile {
             .mode(0o600)
             .open(&self.path)
             .map_err(|e| Error::io("open dead-letter file", &self.path, e))?;
-        f.write_all(&line).map_err(|e| Error::io("write dead-letter file", &self.path, e))?;
-        f.sync_data().map_err(|e| Error::io("sync dead-letter file", &self.path, e))
+        f.write_all(&line)
+            .map_err(|e| Error::io("write dead-letter file", &self.path, e))?;
+        f.sync_data()
+            .map_err(|e| Error::io("sync dead-letter file", &self.path, e))
     }
 }

@@ -32,7 +32,9 @@ pub enum Error {
     },
 
     /// The URL names a backend whose Cargo feature is not compiled in.
-    #[error("store URL `{url}` needs the `{feature}` feature of connect-offsets, which this build lacks")]
+    #[error(
+        "store URL `{url}` needs the `{feature}` feature of connect-offsets, which this build lacks"
+    )]
     FeatureDisabled {
         /// The URL as given.
         url: String,
@@ -127,16 +129,26 @@ impl Error {
 
     /// An I/O error about `path`.
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { op, path: path.into(), source }
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
     }
 
     /// A decode error.
     pub(crate) fn decode(what: &'static str, reason: impl Into<String>) -> Self {
-        Error::Decode { what, reason: reason.into() }
+        Error::Decode {
+            what,
+            reason: reason.into(),
+        }
     }
 
     /// A backend error.
     pub(crate) fn store(store: &'static str, message: impl Into<String>) -> Self {
-        Error::Store { store, message: message.into() }
+        Error::Store {
+            store,
+            message: message.into(),
+        }
     }
 }

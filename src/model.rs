@@ -37,7 +37,9 @@ impl PartialEq for Value {
             (Value::Bool(a), Value::Bool(b)) => a == b,
             (Value::Int(a), Value::Int(b)) => a == b,
             // Bitwise, so -0.0 != 0.0 (Connect writes them differently); every NaN is one value.
-            (Value::Float(a), Value::Float(b)) => (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits(),
+            (Value::Float(a), Value::Float(b)) => {
+                (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
+            }
             (Value::String(a), Value::String(b)) => a == b,
             (Value::Bytes(a), Value::Bytes(b)) => a == b,
             _ => false,
@@ -51,7 +53,9 @@ impl Value {
     pub fn connect_normalized(&self) -> Value {
         match self {
             Value::Bytes(b) => Value::String(json::base64(b)),
-            Value::Float(f) if !f.is_finite() => Value::String(json::non_finite_name(*f).to_string()),
+            Value::Float(f) if !f.is_finite() => {
+                Value::String(json::non_finite_name(*f).to_string())
+            }
             v => v.clone(),
         }
     }
@@ -125,12 +129,20 @@ impl FieldMap {
 
     /// The same map with every value [normalized](Value::connect_normalized).
     pub fn connect_normalized(&self) -> FieldMap {
-        FieldMap { fields: self.fields.iter().map(|(n, v)| (n.clone(), v.connect_normalized())).collect() }
+        FieldMap {
+            fields: self
+                .fields
+                .iter()
+                .map(|(n, v)| (n.clone(), v.connect_normalized()))
+                .collect(),
+        }
     }
 
     /// True when [`connect_normalized`](Self::connect_normalized) would change something.
     pub fn needs_normalizing(&self) -> bool {
-        self.fields.iter().any(|(_, v)| matches!(v, Value::Bytes(_)) || matches!(v, Value::Float(f) if !f.is_finite()))
+        self.fields.iter().any(|(_, v)| {
+            matches!(v, Value::Bytes(_)) || matches!(v, Value::Float(f) if !f.is_finite())
+        })
     }
 
     /// The map as Kafka Connect's JSON (compact, insertion order).
@@ -164,7 +176,9 @@ impl<K: Into<String>, V: Into<Value>> FromIterator<(K, V)> for FieldMap {
 
 impl fmt::Debug for FieldMap {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_map().entries(self.fields.iter().map(|(k, v)| (k, v))).finish()
+        f.debug_map()
+            .entries(self.fields.iter().map(|(k, v)| (k, v)))
+            .finish()
     }
 }
 
@@ -211,7 +225,12 @@ impl OffsetKey {
     pub(crate) fn build(namespace: String, partition: Option<Partition>) -> Self {
         let id = Self::id_for(&namespace, partition.as_ref());
         let hash = id_hasher().hash_one(&id);
-        OffsetKey(Arc::new(KeyInner { namespace, partition, id: id.into_boxed_slice(), hash }))
+        OffsetKey(Arc::new(KeyInner {
+            namespace,
+            partition,
+            id: id.into_boxed_slice(),
+            hash,
+        }))
     }
 
     /// The storage identity of a key (see [`id`](Self::id)), without building the key.
@@ -342,6 +361,10 @@ impl Batch {
         seq: u64,
         entries: impl IntoIterator<Item = (OffsetKey, Option<Offset>)>,
     ) -> Self {
-        Batch { writer: writer.into(), seq, entries: entries.into_iter().collect() }
+        Batch {
+            writer: writer.into(),
+            seq,
+            entries: entries.into_iter().collect(),
+        }
     }
 }

@@ -167,7 +167,11 @@ pub fn encode_str(s: &str, out: &mut Vec<u8>) {
 pub fn java_double(f: f64, out: &mut Vec<u8>) {
     debug_assert!(f.is_finite());
     if f == 0.0 {
-        out.extend_from_slice(if f.is_sign_negative() { b"-0.0" } else { b"0.0" });
+        out.extend_from_slice(if f.is_sign_negative() {
+            b"-0.0"
+        } else {
+            b"0.0"
+        });
         return;
     }
     if f < 0.0 {
@@ -269,12 +273,20 @@ impl Json {
 
 /// Parses one JSON document (whitespace around it allowed, nothing else after it).
 pub fn parse(bytes: &[u8]) -> std::result::Result<Json, String> {
-    let mut p = Parser { b: bytes, i: 0, depth: 0 };
+    let mut p = Parser {
+        b: bytes,
+        i: 0,
+        depth: 0,
+    };
     p.ws();
     let v = p.value()?;
     p.ws();
     if p.i != bytes.len() {
-        return Err(format!("unexpected `{}` after the JSON value at byte {}", p.peek_desc(), p.i));
+        return Err(format!(
+            "unexpected `{}` after the JSON value at byte {}",
+            p.peek_desc(),
+            p.i
+        ));
     }
     Ok(v)
 }
@@ -284,18 +296,42 @@ pub fn decode_key(bytes: &[u8]) -> Result<OffsetKey> {
     const WHAT: &str = "offset key";
     let json = parse(bytes).map_err(|r| Error::decode(WHAT, r))?;
     let Json::Array(items) = json else {
-        return Err(Error::decode(WHAT, format!("expected a [connector, partition] array, found {}", json.kind())));
+        return Err(Error::decode(
+            WHAT,
+            format!(
+                "expected a [connector, partition] array, found {}",
+                json.kind()
+            ),
+        ));
     };
     let [ns, partition]: [Json; 2] = items.try_into().map_err(|items: Vec<Json>| {
-        Error::decode(WHAT, format!("expected a [connector, partition] array of 2 items, found {}", items.len()))
+        Error::decode(
+            WHAT,
+            format!(
+                "expected a [connector, partition] array of 2 items, found {}",
+                items.len()
+            ),
+        )
     })?;
     let Json::String(namespace) = ns else {
-        return Err(Error::decode(WHAT, format!("the connector name must be a string, found {}", ns.kind())));
+        return Err(Error::decode(
+            WHAT,
+            format!("the connector name must be a string, found {}", ns.kind()),
+        ));
     };
     match partition {
         Json::Null => Ok(OffsetKey::null_partition(namespace)),
-        Json::Object(members) => Ok(OffsetKey::new(namespace, to_map(members, "partition").map_err(|r| Error::decode(WHAT, r))?)),
-        other => Err(Error::decode(WHAT, format!("the partition must be an object or null, found {}", other.kind()))),
+        Json::Object(members) => Ok(OffsetKey::new(
+            namespace,
+            to_map(members, "partition").map_err(|r| Error::decode(WHAT, r))?,
+        )),
+        other => Err(Error::decode(
+            WHAT,
+            format!(
+                "the partition must be an object or null, found {}",
+                other.kind()
+            ),
+        )),
     }
 }
 
@@ -304,16 +340,29 @@ pub fn decode_value(bytes: &[u8]) -> Result<Option<FieldMap>> {
     const WHAT: &str = "offset value";
     match parse(bytes).map_err(|r| Error::decode(WHAT, r))? {
         Json::Null => Ok(None),
-        Json::Object(members) => Ok(Some(to_map(members, "offset").map_err(|r| Error::decode(WHAT, r))?)),
-        other => Err(Error::decode(WHAT, format!("an offset must be an object or null, found {}", other.kind()))),
+        Json::Object(members) => Ok(Some(
+            to_map(members, "offset").map_err(|r| Error::decode(WHAT, r))?,
+        )),
+        other => Err(Error::decode(
+            WHAT,
+            format!(
+                "an offset must be an object or null, found {}",
+                other.kind()
+            ),
+        )),
     }
 }
 
 /// Decodes a JSON object of primitive values (a partition or offset given by a user).
 pub fn decode_map(bytes: &[u8], what: &'static str) -> Result<FieldMap> {
     match parse(bytes).map_err(|r| Error::decode(what, r))? {
-        Json::Object(members) => to_map(members, "map").map_err(|r| Error::InvalidData(format!("{what}: {r}"))),
-        other => Err(Error::decode(what, format!("expected an object, found {}", other.kind()))),
+        Json::Object(members) => {
+            to_map(members, "map").map_err(|r| Error::InvalidData(format!("{what}: {r}")))
+        }
+        other => Err(Error::decode(
+            what,
+            format!("expected an object, found {}", other.kind()),
+        )),
     }
 }
 
@@ -361,7 +410,11 @@ impl Parser<'_> {
     }
 
     fn err<T>(&self, what: &str) -> std::result::Result<T, String> {
-        Err(format!("{what} at byte {} (found `{}`)", self.i, self.peek_desc()))
+        Err(format!(
+            "{what} at byte {} (found `{}`)",
+            self.i,
+            self.peek_desc()
+        ))
     }
 
     fn value(&mut self) -> std::result::Result<Json, String> {
@@ -464,7 +517,8 @@ impl Parser<'_> {
             return self.err("expected 4 hex digits after \\u");
         };
         let s = std::str::from_utf8(h).map_err(|_| format!("bad \\u escape at byte {}", self.i))?;
-        let v = u16::from_str_radix(s, 16).map_err(|_| format!("bad \\u escape `{s}` at byte {}", self.i))?;
+        let v = u16::from_str_radix(s, 16)
+            .map_err(|_| format!("bad \\u escape `{s}` at byte {}", self.i))?;
         if !s.bytes().all(|c| c.is_ascii_hexdigit()) {
             return self.err("expected 4 hex digits after \\u");
         }
@@ -514,14 +568,20 @@ impl Parser<'_> {
                             let hi = self.hex4()?;
                             let ch = if (0xD800..0xDC00).contains(&hi) {
                                 if self.b.get(self.i..self.i + 2) != Some(b"\\u") {
-                                    return Err(format!("unpaired surrogate \\u{hi:04X} at byte {at}"));
+                                    return Err(format!(
+                                        "unpaired surrogate \\u{hi:04X} at byte {at}"
+                                    ));
                                 }
                                 self.i += 2;
                                 let lo = self.hex4()?;
                                 if !(0xDC00..0xE000).contains(&lo) {
-                                    return Err(format!("unpaired surrogate \\u{hi:04X} at byte {at}"));
+                                    return Err(format!(
+                                        "unpaired surrogate \\u{hi:04X} at byte {at}"
+                                    ));
                                 }
-                                let c = 0x10000 + ((u32::from(hi) - 0xD800) << 10) + (u32::from(lo) - 0xDC00);
+                                let c = 0x10000
+                                    + ((u32::from(hi) - 0xD800) << 10)
+                                    + (u32::from(lo) - 0xDC00);
                                 char::from_u32(c)
                             } else if (0xDC00..0xE000).contains(&hi) {
                                 None
@@ -530,7 +590,11 @@ impl Parser<'_> {
                             };
                             match ch {
                                 Some(c) => out.push(c),
-                                None => return Err(format!("unpaired surrogate \\u{hi:04X} at byte {at}")),
+                                None => {
+                                    return Err(format!(
+                                        "unpaired surrogate \\u{hi:04X} at byte {at}"
+                                    ));
+                                }
                             }
                         }
                         _ => {
@@ -640,7 +704,10 @@ mod tests {
     #[test]
     fn string_escapes() {
         let mut out = Vec::new();
-        encode_str("a\"b\\c\u{8}\t\n\u{c}\r\u{1}\u{1f}\u{7f}/é\u{2028}😀", &mut out);
+        encode_str(
+            "a\"b\\c\u{8}\t\n\u{c}\r\u{1}\u{1f}\u{7f}/é\u{2028}😀",
+            &mut out,
+        );
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "\"a\\\"b\\\\c\\b\\t\\n\\f\\r\\u0001\\u001F\u{7f}/é\u{2028}\\uD83D\\uDE00\""
@@ -654,13 +721,23 @@ mod tests {
             .with("inf", f64::INFINITY)
             .with("ninf", f64::NEG_INFINITY)
             .with("b", vec![0u8, 255, 7]);
-        assert_eq!(m.to_json(), r#"{"nan":"NaN","inf":"Infinity","ninf":"-Infinity","b":"AP8H"}"#);
+        assert_eq!(
+            m.to_json(),
+            r#"{"nan":"NaN","inf":"Infinity","ninf":"-Infinity","b":"AP8H"}"#
+        );
     }
 
     #[test]
     fn decoding_tolerates_jackson_variants() {
-        let m = decode_map(b" { \"a\" : 007 , \"b\":\"\\u00e9\\/\" , \"c\": 1.5e2, \"a\": 8 } ", "test").unwrap();
-        assert_eq!(m.iter().map(|(n, _)| n).collect::<Vec<_>>(), ["a", "b", "c"]);
+        let m = decode_map(
+            b" { \"a\" : 007 , \"b\":\"\\u00e9\\/\" , \"c\": 1.5e2, \"a\": 8 } ",
+            "test",
+        )
+        .unwrap();
+        assert_eq!(
+            m.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            ["a", "b", "c"]
+        );
         assert_eq!(m.get("a"), Some(&Value::Int(8)));
         assert_eq!(m.get("b"), Some(&Value::String("é/".into())));
         assert_eq!(m.get("c"), Some(&Value::Float(150.0)));
@@ -668,9 +745,13 @@ mod tests {
 
     #[test]
     fn errors_name_the_problem() {
-        let e = decode_map(br#"{"pos":{"x":1}}"#, "offset").unwrap_err().to_string();
+        let e = decode_map(br#"{"pos":{"x":1}}"#, "offset")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("field `pos`") && e.contains("an object"), "{e}");
-        let e = decode_map(br#"{"pos":[1]}"#, "offset").unwrap_err().to_string();
+        let e = decode_map(br#"{"pos":[1]}"#, "offset")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("field `pos`") && e.contains("an array"), "{e}");
         let e = decode_key(br#"["c",{"a":1}"#).unwrap_err().to_string();
         assert!(e.contains("offset key") && e.contains("byte 12"), "{e}");
@@ -678,14 +759,21 @@ mod tests {
         assert!(e.contains("2 items"), "{e}");
         let e = decode_key(br#"[1,{"a":1}]"#).unwrap_err().to_string();
         assert!(e.contains("connector name must be a string"), "{e}");
-        let e = decode_value(b"{\"a\":99999999999999999999}").unwrap_err().to_string();
+        let e = decode_value(b"{\"a\":99999999999999999999}")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("does not fit"), "{e}");
-        let e = decode_value(b"{\"a\":\"\\uD800\"}").unwrap_err().to_string();
+        let e = decode_value(b"{\"a\":\"\\uD800\"}")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unpaired surrogate"), "{e}");
         let e = decode_value(b"{\"a\":\"x\x01\"}").unwrap_err().to_string();
         assert!(e.contains("control character"), "{e}");
         let e = decode_value(b"[").unwrap_err().to_string();
-        assert!(e.contains("expected a JSON value") || e.contains("end of input"), "{e}");
+        assert!(
+            e.contains("expected a JSON value") || e.contains("end of input"),
+            "{e}"
+        );
         let deep = "[".repeat(100_000);
         assert!(parse(deep.as_bytes()).unwrap_err().contains("nesting"));
     }
@@ -697,6 +785,9 @@ mod tests {
         assert_eq!(k.connect_key(), br#"["c",null]"#);
         let k = decode_key(br#"["local-file-source",{"filename":"/tmp/test.txt"}]"#).unwrap();
         assert_eq!(k.namespace(), "local-file-source");
-        assert_eq!(k.connect_key(), br#"["local-file-source",{"filename":"/tmp/test.txt"}]"#);
+        assert_eq!(
+            k.connect_key(),
+            br#"["local-file-source",{"filename":"/tmp/test.txt"}]"#
+        );
     }
 }

@@ -55,15 +55,28 @@ mod tests {
     #[test]
     fn connect_vectors() {
         let cases: [(&[u8], i32, [u32; 3]); 4] = [
-            (br#"["local-file-source",{"filename":"/tmp/test.txt"}]"#, -598596227, [21, 21, 0]),
+            (
+                br#"["local-file-source",{"filename":"/tmp/test.txt"}]"#,
+                -598596227,
+                [21, 21, 0],
+            ),
             (br#"["my-conn",{"a":1}]"#, -2087815701, [22, 47, 2]),
-            (br#"["dbz",{"server":"dbserver1"}]"#, -327644006, [17, 42, 0]),
+            (
+                br#"["dbz",{"server":"dbserver1"}]"#,
+                -327644006,
+                [17, 42, 0],
+            ),
             (br#"["c",null]"#, -465462148, [0, 0, 1]),
         ];
         for (key, hash, parts) in cases {
             assert_eq!(murmur2(key), hash, "{}", String::from_utf8_lossy(key));
             for (n, want) in [25, 50, 3].into_iter().zip(parts) {
-                assert_eq!(partition_for(key, n), want, "{} over {n}", String::from_utf8_lossy(key));
+                assert_eq!(
+                    partition_for(key, n),
+                    want,
+                    "{} over {n}",
+                    String::from_utf8_lossy(key)
+                );
             }
         }
     }

@@ -5,8 +5,8 @@
 //! must leave the store exactly as it was: that is how the conformance suite and the crash tests
 //! check that `apply` is all-or-nothing on the real backend, not on a model of it.
 
-use crate::model::Batch;
 use crate::Result;
+use crate::model::Batch;
 
 /// Called by a backend at each step of `apply`.
 pub trait ApplyFault: Send + Sync + std::fmt::Debug {
@@ -27,7 +27,10 @@ pub struct FailMidway {
 impl FailMidway {
     /// A fault that fires once, after `after_entries` entries are staged.
     pub fn new(after_entries: usize) -> Self {
-        FailMidway { after_entries, armed: std::sync::atomic::AtomicBool::new(true) }
+        FailMidway {
+            after_entries,
+            armed: std::sync::atomic::AtomicBool::new(true),
+        }
     }
 
     /// True once the fault has fired.
@@ -37,7 +40,10 @@ impl FailMidway {
 
     fn fire(&self, batch: &Batch, at: &str) -> Result<()> {
         if self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            return Err(crate::Error::Crashed(format!("apply of batch {}:{} {at}", batch.writer, batch.seq)));
+            return Err(crate::Error::Crashed(format!(
+                "apply of batch {}:{} {at}",
+                batch.writer, batch.seq
+            )));
         }
         Ok(())
     }
@@ -45,9 +51,17 @@ impl FailMidway {
 
 impl ApplyFault for FailMidway {
     fn before_entry(&self, batch: &Batch, index: usize) -> Result<()> {
-        if index == self.after_entries { self.fire(batch, &format!("before entry {index}")) } else { Ok(()) }
+        if index == self.after_entries {
+            self.fire(batch, &format!("before entry {index}"))
+        } else {
+            Ok(())
+        }
     }
     fn before_commit(&self, batch: &Batch) -> Result<()> {
-        if batch.entries.len() <= self.after_entries { self.fire(batch, "before commit") } else { Ok(()) }
+        if batch.entries.len() <= self.after_entries {
+            self.fire(batch, "before commit")
+        } else {
+            Ok(())
+        }
     }
 }

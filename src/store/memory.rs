@@ -35,11 +35,16 @@ impl MemoryStore {
 
     /// Another handle on the same data, with a fault seam inside its `apply` (tests).
     pub fn shared_with_fault(&self, fault: Arc<dyn ApplyFault>) -> Self {
-        MemoryStore { state: Arc::clone(&self.state), fault: Some(fault) }
+        MemoryStore {
+            state: Arc::clone(&self.state),
+            fault: Some(fault),
+        }
     }
 
     fn read(&self) -> Result<std::sync::RwLockReadGuard<'_, State>> {
-        self.state.read().map_err(|_| Error::store("memory", "lock poisoned by a panic in another thread"))
+        self.state
+            .read()
+            .map_err(|_| Error::store("memory", "lock poisoned by a panic in another thread"))
     }
 }
 
@@ -55,8 +60,10 @@ impl OffsetStore for MemoryStore {
             }
             fault.before_commit(batch)?;
         }
-        let mut state =
-            self.state.write().map_err(|_| Error::store("memory", "lock poisoned by a panic in another thread"))?;
+        let mut state = self
+            .state
+            .write()
+            .map_err(|_| Error::store("memory", "lock poisoned by a panic in another thread"))?;
         if batch.seq != 0 {
             let applied = state.seqs.get(&batch.writer).copied().unwrap_or(0);
             if batch.seq <= applied {
@@ -69,10 +76,17 @@ impl OffsetStore for MemoryStore {
                 Some(offset) => {
                     let ns = match state.namespaces.get_mut(key.namespace()) {
                         Some(ns) => ns,
-                        None => state.namespaces.entry(key.namespace().to_owned()).or_default(),
+                        None => state
+                            .namespaces
+                            .entry(key.namespace().to_owned())
+                            .or_default(),
                     };
                     // Store what Connect would read back, so every backend returns the same values.
-                    let offset = if offset.needs_normalizing() { offset.connect_normalized() } else { offset.clone() };
+                    let offset = if offset.needs_normalizing() {
+                        offset.connect_normalized()
+                    } else {
+                        offset.clone()
+                    };
                     ns.insert(key.clone(), offset);
                 }
                 None => {
@@ -93,18 +107,37 @@ impl OffsetStore for MemoryStore {
     }
 
     fn writers(&self) -> Result<Vec<(String, u64)>> {
-        let mut w: Vec<_> = self.read()?.seqs.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        let mut w: Vec<_> = self
+            .read()?
+            .seqs
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
         w.sort();
         Ok(w)
     }
 
     fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> {
-        Ok(self.read()?.namespaces.get(key.namespace()).and_then(|ns| ns.get(key)).cloned())
+        Ok(self
+            .read()?
+            .namespaces
+            .get(key.namespace())
+            .and_then(|ns| ns.get(key))
+            .cloned())
     }
 
     fn get_many(&self, keys: &[OffsetKey]) -> Result<Vec<Option<Offset>>> {
         let state = self.read()?;
-        Ok(keys.iter().map(|k| state.namespaces.get(k.namespace()).and_then(|ns| ns.get(k)).cloned()).collect())
+        Ok(keys
+            .iter()
+            .map(|k| {
+                state
+                    .namespaces
+                    .get(k.namespace())
+                    .and_then(|ns| ns.get(k))
+                    .cloned()
+            })
+            .collect())
     }
 
     fn partitions(&self, namespace: &str) -> Result<Vec<(OffsetKey, Offset)>> {

@@ -103,7 +103,11 @@ pub trait OffsetStoreExt: OffsetStore {
 
     /// Resets every partition of `namespace`, atomically. Returns how many were reset.
     fn reset_namespace(&self, namespace: &str) -> Result<usize> {
-        let keys: Vec<_> = self.partitions(namespace)?.into_iter().map(|(k, _)| (k, None)).collect();
+        let keys: Vec<_> = self
+            .partitions(namespace)?
+            .into_iter()
+            .map(|(k, _)| (k, None))
+            .collect();
         let n = keys.len();
         if n > 0 {
             self.write(keys)?;

@@ -46,7 +46,10 @@ pub struct RocksDbStore {
 
 impl std::fmt::Debug for RocksDbStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RocksDbStore").field("path", &self.path).field("sync", &self.sync).finish()
+        f.debug_struct("RocksDbStore")
+            .field("path", &self.path)
+            .field("sync", &self.sync)
+            .finish()
     }
 }
 
@@ -72,12 +75,20 @@ impl RocksDbStore {
         let db = DB::open(&opts, &path).map_err(|e| {
             let msg = e.to_string();
             if msg.contains("lock") || msg.contains("LOCK") {
-                Error::Locked { path: path.clone(), reason: msg }
+                Error::Locked {
+                    path: path.clone(),
+                    reason: msg,
+                }
             } else {
                 err(&path, "open", e)
             }
         })?;
-        let store = RocksDbStore { db, path, sync: options.sync, fault: None };
+        let store = RocksDbStore {
+            db,
+            path,
+            sync: options.sync,
+            fault: None,
+        };
         store.tighten_files()?;
         Ok(store)
     }
@@ -95,7 +106,8 @@ impl RocksDbStore {
 
     fn tighten_files(&self) -> Result<()> {
         use std::os::unix::fs::PermissionsExt;
-        let entries = std::fs::read_dir(&self.path).map_err(|e| Error::io("list", &self.path, e))?;
+        let entries =
+            std::fs::read_dir(&self.path).map_err(|e| Error::io("list", &self.path, e))?;
         for entry in entries.flatten() {
             let p = entry.path();
             if let Ok(meta) = entry.metadata()
@@ -113,12 +125,20 @@ impl RocksDbStore {
         let bad = |reason: &str| {
             Error::store(
                 "rocksdb",
-                format!("{}: bad record at key {:?}: {reason}", self.path.display(), String::from_utf8_lossy(raw_key)),
+                format!(
+                    "{}: bad record at key {:?}: {reason}",
+                    self.path.display(),
+                    String::from_utf8_lossy(raw_key)
+                ),
             )
         };
-        let len = value.get(..4).ok_or_else(|| bad("value shorter than its header"))?;
+        let len = value
+            .get(..4)
+            .ok_or_else(|| bad("value shorter than its header"))?;
         let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
-        let key_bytes = value.get(4..4 + len).ok_or_else(|| bad("key length past the end"))?;
+        let key_bytes = value
+            .get(4..4 + len)
+            .ok_or_else(|| bad("key length past the end"))?;
         let key = json::decode_key(key_bytes).map_err(|e| bad(&e.to_string()))?;
         let offset = json::decode_value(&value[4 + len..])
             .map_err(|e| bad(&e.to_string()))?
@@ -127,11 +147,22 @@ impl RocksDbStore {
     }
 
     fn decode_offset(&self, value: &[u8]) -> Result<Offset> {
-        let len = value.get(..4).map(|l| u32::from_le_bytes(l.try_into().expect("4 bytes")) as usize);
+        let len = value
+            .get(..4)
+            .map(|l| u32::from_le_bytes(l.try_into().expect("4 bytes")) as usize);
         let body = len.and_then(|l| value.get(4 + l..));
-        let body = body.ok_or_else(|| Error::store("rocksdb", format!("{}: truncated record", self.path.display())))?;
-        json::decode_value(body)?
-            .ok_or_else(|| Error::store("rocksdb", format!("{}: null offset stored", self.path.display())))
+        let body = body.ok_or_else(|| {
+            Error::store(
+                "rocksdb",
+                format!("{}: truncated record", self.path.display()),
+            )
+        })?;
+        json::decode_value(body)?.ok_or_else(|| {
+            Error::store(
+                "rocksdb",
+                format!("{}: null offset stored", self.path.display()),
+            )
+        })
     }
 }
 
@@ -139,14 +170,21 @@ impl RocksDbStore {
 pub(crate) fn private_dir(path: &Path) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     if path.is_dir() {
-        let mode = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?.permissions().mode();
+        let mode = std::fs::metadata(path)
+            .map_err(|e| Error::io("stat", path, e))?
+            .permissions()
+            .mode();
         if mode & 0o077 != 0 {
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
                 .map_err(|e| Error::io("chmod 0700", path, e))?;
         }
         return Ok(());
     }
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path).map_err(|e| Error::io("create directory", path, e))
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| Error::io("create directory", path, e))
 }
 
 fn offset_key(id: &[u8]) -> Vec<u8> {
@@ -200,15 +238,31 @@ impl OffsetStore for RocksDbStore {
         }
         let mut wo = WriteOptions::default();
         wo.set_sync(self.sync);
-        self.db.write_opt(&wb, &wo).map_err(|e| err(&self.path, &format!("write batch {}:{} to", batch.writer, batch.seq), e))
+        self.db.write_opt(&wb, &wo).map_err(|e| {
+            err(
+                &self.path,
+                &format!("write batch {}:{} to", batch.writer, batch.seq),
+                e,
+            )
+        })
     }
 
     fn applied_seq(&self, writer: &str) -> Result<u64> {
-        match self.db.get_pinned(seq_key(writer)).map_err(|e| err(&self.path, "read seq from", e))? {
+        match self
+            .db
+            .get_pinned(seq_key(writer))
+            .map_err(|e| err(&self.path, "read seq from", e))?
+        {
             None => Ok(0),
             Some(v) => {
                 let bytes: [u8; 8] = v.as_ref().try_into().map_err(|_| {
-                    Error::store("rocksdb", format!("{}: seq record of writer `{writer}` is not 8 bytes", self.path.display()))
+                    Error::store(
+                        "rocksdb",
+                        format!(
+                            "{}: seq record of writer `{writer}` is not 8 bytes",
+                            self.path.display()
+                        ),
+                    )
                 })?;
                 Ok(u64::from_be_bytes(bytes))
             }
@@ -217,7 +271,10 @@ impl OffsetStore for RocksDbStore {
 
     fn writers(&self) -> Result<Vec<(String, u64)>> {
         let mut out = Vec::new();
-        for item in self.db.iterator(IteratorMode::From(&[SEQ], Direction::Forward)) {
+        for item in self
+            .db
+            .iterator(IteratorMode::From(&[SEQ], Direction::Forward))
+        {
             let (k, v) = item.map_err(|e| err(&self.path, "scan", e))?;
             if k.first() != Some(&SEQ) {
                 break;
@@ -230,7 +287,11 @@ impl OffsetStore for RocksDbStore {
     }
 
     fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> {
-        match self.db.get_pinned(offset_key(key.id())).map_err(|e| err(&self.path, "read from", e))? {
+        match self
+            .db
+            .get_pinned(offset_key(key.id()))
+            .map_err(|e| err(&self.path, "read from", e))?
+        {
             None => Ok(None),
             Some(v) => self.decode_offset(&v).map(Some),
         }
@@ -251,7 +312,10 @@ impl OffsetStore for RocksDbStore {
     fn partitions(&self, namespace: &str) -> Result<Vec<(OffsetKey, Offset)>> {
         let prefix = offset_key(&OffsetKey::namespace_prefix(namespace));
         let mut out = Vec::new();
-        for item in self.db.iterator(IteratorMode::From(&prefix, Direction::Forward)) {
+        for item in self
+            .db
+            .iterator(IteratorMode::From(&prefix, Direction::Forward))
+        {
             let (k, v) = item.map_err(|e| err(&self.path, "scan", e))?;
             if !k.starts_with(&prefix) {
                 break;
@@ -265,13 +329,20 @@ impl OffsetStore for RocksDbStore {
         let mut out = Vec::new();
         let mut from = vec![OFFSET];
         loop {
-            let mut iter = self.db.iterator(IteratorMode::From(&from, Direction::Forward));
+            let mut iter = self
+                .db
+                .iterator(IteratorMode::From(&from, Direction::Forward));
             let Some(item) = iter.next() else { break };
             let (k, _) = item.map_err(|e| err(&self.path, "scan", e))?;
             if k.first() != Some(&OFFSET) {
                 break;
             }
-            let corrupt = || Error::store("rocksdb", format!("{}: malformed offset key", self.path.display()));
+            let corrupt = || {
+                Error::store(
+                    "rocksdb",
+                    format!("{}: malformed offset key", self.path.display()),
+                )
+            };
             let len = k.get(1..5).ok_or_else(corrupt)?;
             let len = u32::from_be_bytes(len.try_into().expect("4 bytes")) as usize;
             let ns = k.get(5..5 + len).ok_or_else(corrupt)?;
@@ -284,7 +355,9 @@ impl OffsetStore for RocksDbStore {
     }
 
     fn persist(&self) -> Result<()> {
-        self.db.flush_wal(true).map_err(|e| err(&self.path, "sync log of", e))?;
+        self.db
+            .flush_wal(true)
+            .map_err(|e| err(&self.path, "sync log of", e))?;
         self.tighten_files()
     }
 

@@ -19,7 +19,11 @@ pub struct StoreUrl {
 /// Parameter names whose values are secrets: never printed.
 pub(crate) fn is_secret(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    n.contains("password") || n.contains("secret") || n.ends_with(".key") || n.contains("token") || n.contains("jaas")
+    n.contains("password")
+        || n.contains("secret")
+        || n.ends_with(".key")
+        || n.contains("token")
+        || n.contains("jaas")
 }
 
 impl fmt::Display for StoreUrl {
@@ -42,11 +46,15 @@ impl fmt::Debug for StoreUrl {
 
 /// Masks the values of secret-looking query parameters in a raw URL (for error messages).
 pub(crate) fn redact(raw: &str) -> String {
-    let Some((base, query)) = raw.split_once('?') else { return raw.to_string() };
+    let Some((base, query)) = raw.split_once('?') else {
+        return raw.to_string();
+    };
     let parts: Vec<String> = query
         .split('&')
         .map(|p| match p.split_once('=') {
-            Some((k, _)) if is_secret(&percent_decode(k).unwrap_or_default()) => format!("{k}=****"),
+            Some((k, _)) if is_secret(&percent_decode(k).unwrap_or_default()) => {
+                format!("{k}=****")
+            }
             _ => p.to_string(),
         })
         .collect();
@@ -73,45 +81,76 @@ fn percent_decode(s: &str) -> Option<String> {
 impl StoreUrl {
     /// Parses `raw`; fails with a message naming what is wrong.
     pub fn parse(raw: &str) -> Result<StoreUrl> {
-        let bad = |reason: String| Error::InvalidUrl { url: redact(raw), reason };
+        let bad = |reason: String| Error::InvalidUrl {
+            url: redact(raw),
+            reason,
+        };
         let Some((scheme, rest)) = raw.split_once("://") else {
-            return Err(bad("expected scheme://..., e.g. memory://, rocksdb:///path or kafka://host:port/topic".into()));
+            return Err(bad(
+                "expected scheme://..., e.g. memory://, rocksdb:///path or kafka://host:port/topic"
+                    .into(),
+            ));
         };
         let scheme = scheme.to_ascii_lowercase();
-        if scheme.is_empty() || !scheme.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'+' || c == b'-') {
+        if scheme.is_empty()
+            || !scheme
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'+' || c == b'-')
+        {
             return Err(bad(format!("`{scheme}` is not a scheme")));
         }
         let (loc, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let location = percent_decode(loc).ok_or_else(|| bad(format!("bad percent-escape in `{loc}`")))?;
+        let location =
+            percent_decode(loc).ok_or_else(|| bad(format!("bad percent-escape in `{loc}`")))?;
         let mut params = Vec::new();
         for part in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = part.split_once('=').unwrap_or((part, ""));
-            let k = percent_decode(k).ok_or_else(|| bad(format!("bad percent-escape in parameter `{k}`")))?;
-            let v = percent_decode(v).ok_or_else(|| bad(format!("bad percent-escape in the value of `{k}`")))?;
+            let k = percent_decode(k)
+                .ok_or_else(|| bad(format!("bad percent-escape in parameter `{k}`")))?;
+            let v = percent_decode(v)
+                .ok_or_else(|| bad(format!("bad percent-escape in the value of `{k}`")))?;
             if k.is_empty() {
                 return Err(bad("a parameter has no name".into()));
             }
             params.push((k, v));
         }
-        Ok(StoreUrl { scheme, location, params })
+        Ok(StoreUrl {
+            scheme,
+            location,
+            params,
+        })
     }
 
     /// The value of parameter `name` (the last one if repeated).
     pub fn param(&self, name: &str) -> Option<&str> {
-        self.params.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.params
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// An error about this URL.
     pub fn error(&self, reason: impl Into<String>) -> Error {
-        Error::InvalidUrl { url: self.to_string(), reason: reason.into() }
+        Error::InvalidUrl {
+            url: self.to_string(),
+            reason: reason.into(),
+        }
     }
 
     /// Fails when a parameter other than `known` is present.
     pub fn only_params(&self, known: &[&str]) -> Result<()> {
         for (k, _) in &self.params {
             if !known.contains(&k.as_str()) {
-                let list = if known.is_empty() { "none".to_string() } else { known.join(", ") };
-                return Err(self.error(format!("unknown parameter `{k}` for {} (known: {list})", self.scheme)));
+                let list = if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                };
+                return Err(self.error(format!(
+                    "unknown parameter `{k}` for {} (known: {list})",
+                    self.scheme
+                )));
             }
         }
         Ok(())
@@ -123,7 +162,9 @@ impl StoreUrl {
             None => Ok(default),
             Some("true" | "1" | "yes") => Ok(true),
             Some("false" | "0" | "no") => Ok(false),
-            Some(v) => Err(self.error(format!("parameter `{name}` must be true or false, not `{v}`"))),
+            Some(v) => Err(self.error(format!(
+                "parameter `{name}` must be true or false, not `{v}`"
+            ))),
         }
     }
 }
@@ -157,7 +198,9 @@ pub fn open(raw: &str) -> Result<Box<dyn OffsetStore>> {
         }
         "rocksdb" => open_rocksdb(&url),
         "kafka" => open_kafka(&url),
-        other => Err(url.error(format!("unknown scheme `{other}` (known: memory, rocksdb, kafka)"))),
+        other => Err(url.error(format!(
+            "unknown scheme `{other}` (known: memory, rocksdb, kafka)"
+        ))),
     }
 }
 
@@ -165,15 +208,25 @@ pub fn open(raw: &str) -> Result<Box<dyn OffsetStore>> {
 fn open_rocksdb(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
     url.only_params(&["sync"])?;
     if url.location.is_empty() {
-        return Err(url.error("no directory: use rocksdb:///absolute/path or rocksdb://relative/path"));
+        return Err(
+            url.error("no directory: use rocksdb:///absolute/path or rocksdb://relative/path")
+        );
     }
-    let options = super::rocksdb::RocksDbOptions { sync: url.bool_param("sync", false)? };
-    Ok(Box::new(super::rocksdb::RocksDbStore::open_with(&url.location, options)?))
+    let options = super::rocksdb::RocksDbOptions {
+        sync: url.bool_param("sync", false)?,
+    };
+    Ok(Box::new(super::rocksdb::RocksDbStore::open_with(
+        &url.location,
+        options,
+    )?))
 }
 
 #[cfg(not(feature = "rocksdb"))]
 fn open_rocksdb(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
-    Err(Error::FeatureDisabled { url: url.to_string(), feature: "rocksdb" })
+    Err(Error::FeatureDisabled {
+        url: url.to_string(),
+        feature: "rocksdb",
+    })
 }
 
 #[cfg(feature = "kafka")]
@@ -183,7 +236,10 @@ fn open_kafka(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
 
 #[cfg(not(feature = "kafka"))]
 fn open_kafka(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
-    Err(Error::FeatureDisabled { url: url.to_string(), feature: "kafka" })
+    Err(Error::FeatureDisabled {
+        url: url.to_string(),
+        feature: "kafka",
+    })
 }
 
 #[cfg(test)]
@@ -192,13 +248,19 @@ mod tests {
 
     #[test]
     fn parses_and_redacts() {
-        let u = StoreUrl::parse("kafka://h:9092/t?sasl.password=hunter2&partitions=5&x=%20y").unwrap();
+        let u =
+            StoreUrl::parse("kafka://h:9092/t?sasl.password=hunter2&partitions=5&x=%20y").unwrap();
         assert_eq!(u.scheme, "kafka");
         assert_eq!(u.location, "h:9092/t");
         assert_eq!(u.param("x"), Some(" y"));
         let shown = u.to_string();
-        assert!(!shown.contains("hunter2") && shown.contains("sasl.password=****"), "{shown}");
-        let e = StoreUrl::parse("kafka://h/t?sasl.password=hunter2&bad=%zz").unwrap_err().to_string();
+        assert!(
+            !shown.contains("hunter2") && shown.contains("sasl.password=****"),
+            "{shown}"
+        );
+        let e = StoreUrl::parse("kafka://h/t?sasl.password=hunter2&bad=%zz")
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains("hunter2") && e.contains("percent"), "{e}");
     }
 

@@ -53,9 +53,13 @@ const CONFIG: bincode::config::Configuration<
 pub fn encode(kind: FrameKind, batch: &Batch, out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&[0u8; HEADER_LEN]);
-    bincode::encode_into_std_write(BatchRef(batch), out, CONFIG).expect("writing to a Vec cannot fail");
+    bincode::encode_into_std_write(BatchRef(batch), out, CONFIG)
+        .expect("writing to a Vec cannot fail");
     let len = out.len() - start - HEADER_LEN;
-    assert!(len <= MAX_PAYLOAD, "a batch of {len} bytes exceeds the frame limit of {MAX_PAYLOAD}");
+    assert!(
+        len <= MAX_PAYLOAD,
+        "a batch of {len} bytes exceeds the frame limit of {MAX_PAYLOAD}"
+    );
     let header = &mut out[start..start + HEADER_LEN];
     header[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     header[4] = VERSION;
@@ -109,10 +113,16 @@ impl std::fmt::Display for FrameError {
 pub fn decode(bytes: &[u8]) -> Result<Frame, FrameError> {
     if bytes.len() < HEADER_LEN {
         // A short tail of a frame header; anything else there is a bad magic.
-        if !MAGIC.to_le_bytes().starts_with(&bytes[..bytes.len().min(4)]) {
+        if !MAGIC
+            .to_le_bytes()
+            .starts_with(&bytes[..bytes.len().min(4)])
+        {
             return Err(FrameError::Corrupt("bad magic".into()));
         }
-        return Err(FrameError::Incomplete { needed: HEADER_LEN, available: bytes.len() });
+        return Err(FrameError::Incomplete {
+            needed: HEADER_LEN,
+            available: bytes.len(),
+        });
     }
     let magic = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes"));
     if magic != MAGIC {
@@ -123,19 +133,29 @@ pub fn decode(bytes: &[u8]) -> Result<Frame, FrameError> {
     let total = HEADER_LEN.saturating_add(len);
     if bytes.len() < total {
         if len > MAX_PAYLOAD {
-            return Err(FrameError::Corrupt(format!("length {len} exceeds the limit {MAX_PAYLOAD}")));
+            return Err(FrameError::Corrupt(format!(
+                "length {len} exceeds the limit {MAX_PAYLOAD}"
+            )));
         }
-        return Err(FrameError::Incomplete { needed: total, available: bytes.len() });
+        return Err(FrameError::Incomplete {
+            needed: total,
+            available: bytes.len(),
+        });
     }
     let mut crc = crc32fast::Hasher::new();
     crc.update(&bytes[4..12]);
     crc.update(&bytes[HEADER_LEN..total]);
     let actual = crc.finalize();
     if actual != stored {
-        return Err(FrameError::Corrupt(format!("checksum mismatch: stored 0x{stored:08x}, computed 0x{actual:08x}")));
+        return Err(FrameError::Corrupt(format!(
+            "checksum mismatch: stored 0x{stored:08x}, computed 0x{actual:08x}"
+        )));
     }
     if bytes[4] != VERSION {
-        return Err(FrameError::Corrupt(format!("unknown frame version {}", bytes[4])));
+        return Err(FrameError::Corrupt(format!(
+            "unknown frame version {}",
+            bytes[4]
+        )));
     }
     let kind = match bytes[5] {
         1 => FrameKind::Batch,
@@ -143,18 +163,29 @@ pub fn decode(bytes: &[u8]) -> Result<Frame, FrameError> {
         k => return Err(FrameError::Corrupt(format!("unknown frame kind {k}"))),
     };
     let payload = &bytes[HEADER_LEN..total];
-    let (owned, used): (BatchOwned, usize) =
-        bincode::decode_from_slice(payload, CONFIG).map_err(|e| FrameError::Corrupt(format!("bad payload: {e}")))?;
+    let (owned, used): (BatchOwned, usize) = bincode::decode_from_slice(payload, CONFIG)
+        .map_err(|e| FrameError::Corrupt(format!("bad payload: {e}")))?;
     if used != payload.len() {
-        return Err(FrameError::Corrupt(format!("{} stray bytes after the payload", payload.len() - used)));
+        return Err(FrameError::Corrupt(format!(
+            "{} stray bytes after the payload",
+            payload.len() - used
+        )));
     }
-    Ok(Frame { kind, batch: owned.0, len: total })
+    Ok(Frame {
+        kind,
+        batch: owned.0,
+        len: total,
+    })
 }
 
 /// Finds the next position at or after `from` where `MAGIC` appears (for skipping corruption).
 pub fn find_magic(bytes: &[u8], from: usize) -> Option<usize> {
     let m = MAGIC.to_le_bytes();
-    bytes.get(from..)?.windows(4).position(|w| w == m).map(|p| p + from)
+    bytes
+        .get(from..)?
+        .windows(4)
+        .position(|w| w == m)
+        .map(|p| p + from)
 }
 
 struct BatchRef<'a>(&'a Batch);
@@ -220,7 +251,9 @@ fn decode_map<C, D: Decoder<Context = C>>(d: &mut D) -> Result<FieldMap, DecodeE
         let name = String::decode(d)?;
         let value = Value::decode(d)?;
         if m.get(&name).is_some() {
-            return Err(DecodeError::OtherString(format!("member `{name}` repeated")));
+            return Err(DecodeError::OtherString(format!(
+                "member `{name}` repeated"
+            )));
         }
         m.insert(name, value);
     }
@@ -275,10 +308,16 @@ impl<C> Decode<C> for BatchOwned {
             };
             let key = OffsetKey::build(namespace, partition);
             if entries.insert(key.clone(), offset).is_some() {
-                return Err(DecodeError::OtherString(format!("key {key:?} repeated in one batch")));
+                return Err(DecodeError::OtherString(format!(
+                    "key {key:?} repeated in one batch"
+                )));
             }
         }
-        Ok(BatchOwned(Batch { writer, seq, entries }))
+        Ok(BatchOwned(Batch {
+            writer,
+            seq,
+            entries,
+        }))
     }
 }
 
@@ -292,9 +331,15 @@ mod tests {
             "w",
             7,
             [
-                (OffsetKey::new("c", Partition::new().with("a", 1).with("b", "x")), Some(FieldMap::new().with("pos", 3.5))),
+                (
+                    OffsetKey::new("c", Partition::new().with("a", 1).with("b", "x")),
+                    Some(FieldMap::new().with("pos", 3.5)),
+                ),
                 (OffsetKey::null_partition("c"), None),
-                (OffsetKey::new("d", Partition::new().with("blob", vec![1u8, 2])), Some(FieldMap::new().with("n", Value::Null))),
+                (
+                    OffsetKey::new("d", Partition::new().with("blob", vec![1u8, 2])),
+                    Some(FieldMap::new().with("n", Value::Null)),
+                ),
             ],
         )
     }

@@ -82,7 +82,10 @@ impl WalFile for RealFile {
 impl WalFs for RealFs {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
     }
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
@@ -100,7 +103,11 @@ impl WalFs for RealFs {
     }
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn WalFile>> {
         use std::os::unix::fs::OpenOptionsExt;
-        let file = OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)?;
         let len = file.metadata()?.len();
         Ok(Box::new(RealFile { file, len }))
     }
@@ -116,7 +123,12 @@ impl WalFs for RealFs {
     fn lock(&self, dir: &Path) -> io::Result<Box<dyn std::any::Any + Send + Sync>> {
         use std::os::unix::fs::OpenOptionsExt;
         let path = dir.join("LOCK");
-        let file = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&path)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&path)?;
         match file.try_lock() {
             Ok(()) => Ok(Box::new(file)),
             Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
@@ -164,10 +176,12 @@ struct SimFile {
 
 impl SimState {
     fn id_of(&self, path: &Path) -> io::Result<u64> {
-        self.live_names
-            .get(path)
-            .copied()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{} not found", path.display())))
+        self.live_names.get(path).copied().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} not found", path.display()),
+            )
+        })
     }
 }
 
@@ -208,7 +222,8 @@ impl SimFs {
         let torn = st.torn.take();
         let durable_names = st.durable_names.clone();
         let live_ids: BTreeSet<u64> = durable_names.values().copied().collect();
-        st.files.retain(|id, _| live_ids.contains(&Self::id_num(id)));
+        st.files
+            .retain(|id, _| live_ids.contains(&Self::id_num(id)));
         for (path, f) in st.files.iter_mut() {
             let id = Self::id_num(path);
             let mut data = f.durable.clone();
@@ -231,7 +246,10 @@ impl SimFs {
         PathBuf::from(format!("/#{id}"))
     }
     fn id_num(p: &Path) -> u64 {
-        p.to_string_lossy().trim_start_matches("/#").parse().unwrap_or(u64::MAX)
+        p.to_string_lossy()
+            .trim_start_matches("/#")
+            .parse()
+            .unwrap_or(u64::MAX)
     }
 
     /// The live contents of `path` (tests).
@@ -256,7 +274,13 @@ impl SimFs {
         };
         st.live_names.insert(path.to_path_buf(), id);
         st.durable_names.insert(path.to_path_buf(), id);
-        st.files.insert(Self::id_path(id), SimFile { data: bytes.to_vec(), durable: bytes.to_vec() });
+        st.files.insert(
+            Self::id_path(id),
+            SimFile {
+                data: bytes.to_vec(),
+                durable: bytes.to_vec(),
+            },
+        );
     }
 
     /// Makes the next `n` appends fail with an I/O error (the process lives on).
@@ -292,21 +316,33 @@ impl WalFile for SimHandle {
         if st.failing_appends > 0 {
             st.failing_appends -= 1;
             // Like a write that ran out of space halfway: part of it reached the file.
-            let f = st.files.get_mut(&SimFs::id_path(self.id)).ok_or_else(dead)?;
+            let f = st
+                .files
+                .get_mut(&SimFs::id_path(self.id))
+                .ok_or_else(dead)?;
             f.data.extend_from_slice(&bytes[..bytes.len() / 2]);
-            return Err(io::Error::new(io::ErrorKind::StorageFull, "simulated: no space left on device"));
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                "simulated: no space left on device",
+            ));
         }
         let hook = st.hook.clone();
         if let Some(h) = hook
             && h.at(CrashPoint::InsideWalWrite).is_err()
         {
             let keep = h.torn_len(bytes.len());
-            let f = st.files.get_mut(&SimFs::id_path(self.id)).ok_or_else(dead)?;
+            let f = st
+                .files
+                .get_mut(&SimFs::id_path(self.id))
+                .ok_or_else(dead)?;
             f.data.extend_from_slice(&bytes[..keep]);
             st.torn = Some((self.id, usize::MAX));
             return Err(dead());
         }
-        let f = st.files.get_mut(&SimFs::id_path(self.id)).ok_or_else(dead)?;
+        let f = st
+            .files
+            .get_mut(&SimFs::id_path(self.id))
+            .ok_or_else(dead)?;
         f.data.extend_from_slice(bytes);
         Ok(())
     }
@@ -316,20 +352,28 @@ impl WalFile for SimHandle {
             return Err(dead());
         }
         st.syncs += 1;
-        let f = st.files.get_mut(&SimFs::id_path(self.id)).ok_or_else(dead)?;
+        let f = st
+            .files
+            .get_mut(&SimFs::id_path(self.id))
+            .ok_or_else(dead)?;
         f.durable = f.data.clone();
         Ok(())
     }
     fn len(&self) -> u64 {
         let st = self.fs.state();
-        st.files.get(&SimFs::id_path(self.id)).map_or(0, |f| f.data.len() as u64)
+        st.files
+            .get(&SimFs::id_path(self.id))
+            .map_or(0, |f| f.data.len() as u64)
     }
     fn truncate(&mut self, len: u64) -> io::Result<()> {
         let mut st = self.fs.state();
         if SimFs::is_dead(&st) {
             return Err(dead());
         }
-        let f = st.files.get_mut(&SimFs::id_path(self.id)).ok_or_else(dead)?;
+        let f = st
+            .files
+            .get_mut(&SimFs::id_path(self.id))
+            .ok_or_else(dead)?;
         f.data.truncate(len as usize);
         // Shrinking is made durable by the sync that follows it; model it as immediate and pessimistic.
         if f.durable.len() > f.data.len() {
@@ -367,7 +411,11 @@ impl WalFs for SimFs {
             return Err(dead());
         }
         let id = st.id_of(path)?;
-        Ok(st.files.get(&SimFs::id_path(id)).map(|f| f.data.clone()).unwrap_or_default())
+        Ok(st
+            .files
+            .get(&SimFs::id_path(id))
+            .map(|f| f.data.clone())
+            .unwrap_or_default())
     }
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn WalFile>> {
         let mut st = self.state();
@@ -384,7 +432,11 @@ impl WalFs for SimFs {
                 id
             }
         };
-        Ok(Box::new(SimHandle { fs: self.clone(), id, path: path.to_path_buf() }))
+        Ok(Box::new(SimHandle {
+            fs: self.clone(),
+            id,
+            path: path.to_path_buf(),
+        }))
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut st = self.state();
@@ -410,8 +462,12 @@ impl WalFs for SimFs {
         if SimFs::is_dead(&st) {
             return Err(dead());
         }
-        let live: Vec<(PathBuf, u64)> =
-            st.live_names.iter().filter(|(p, _)| p.parent() == Some(dir)).map(|(p, i)| (p.clone(), *i)).collect();
+        let live: Vec<(PathBuf, u64)> = st
+            .live_names
+            .iter()
+            .filter(|(p, _)| p.parent() == Some(dir))
+            .map(|(p, i)| (p.clone(), *i))
+            .collect();
         st.durable_names.retain(|p, _| p.parent() != Some(dir));
         st.durable_names.extend(live);
         Ok(())
@@ -422,9 +478,15 @@ impl WalFs for SimFs {
             return Err(dead());
         }
         if !st.locks.insert(dir.to_path_buf()) {
-            return Err(io::Error::new(io::ErrorKind::WouldBlock, "another process holds the log (LOCK is taken)"));
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "another process holds the log (LOCK is taken)",
+            ));
         }
-        Ok(Box::new(SimLock { fs: self.clone(), dir: dir.to_path_buf() }))
+        Ok(Box::new(SimLock {
+            fs: self.clone(),
+            dir: dir.to_path_buf(),
+        }))
     }
 }
 

@@ -86,7 +86,9 @@ fn snapshot_name(generation: u64) -> String {
 
 fn parse_gen(name: &str, suffix: &str) -> Option<u64> {
     let stem = name.strip_suffix(suffix)?;
-    (stem.len() == 20 && stem.bytes().all(|c| c.is_ascii_digit())).then(|| stem.parse().ok()).flatten()
+    (stem.len() == 20 && stem.bytes().all(|c| c.is_ascii_digit()))
+        .then(|| stem.parse().ok())
+        .flatten()
 }
 
 impl WalDir {
@@ -114,24 +116,43 @@ impl WalDir {
         policy: RecoveryPolicy,
         dead_letter: Option<&DeadLetterFile>,
     ) -> Result<(Arc<WalDir>, Recovered)> {
-        fs.create_dir_all(dir).map_err(|e| Error::io("create log directory", dir, e))?;
+        fs.create_dir_all(dir)
+            .map_err(|e| Error::io("create log directory", dir, e))?;
         let lock = fs.lock(dir).map_err(|e| match e.kind() {
-            std::io::ErrorKind::WouldBlock => Error::Locked { path: dir.to_path_buf(), reason: e.to_string() },
+            std::io::ErrorKind::WouldBlock => Error::Locked {
+                path: dir.to_path_buf(),
+                reason: e.to_string(),
+            },
             _ => Error::io("lock log directory", dir, e),
         })?;
-        let wal = WalDir { fs, dir: dir.to_path_buf(), hook, _lock: lock, state: Mutex::new(DirState::default()) };
+        let wal = WalDir {
+            fs,
+            dir: dir.to_path_buf(),
+            hook,
+            _lock: lock,
+            state: Mutex::new(DirState::default()),
+        };
         let recovered = wal.recover(policy, dead_letter)?;
         Ok((Arc::new(wal), recovered))
     }
 
-    fn recover(&self, policy: RecoveryPolicy, dead_letter: Option<&DeadLetterFile>) -> Result<Recovered> {
-        let names = self.fs.list(&self.dir).map_err(|e| self.io("list log directory", &self.dir, e))?;
+    fn recover(
+        &self,
+        policy: RecoveryPolicy,
+        dead_letter: Option<&DeadLetterFile>,
+    ) -> Result<Recovered> {
+        let names = self
+            .fs
+            .list(&self.dir)
+            .map_err(|e| self.io("list log directory", &self.dir, e))?;
         let mut segments = Vec::new();
         let mut snapshots = Vec::new();
         for name in &names {
             if name.ends_with(".tmp") {
                 let p = self.dir.join(name);
-                self.fs.remove(&p).map_err(|e| self.io("remove unfinished snapshot", &p, e))?;
+                self.fs
+                    .remove(&p)
+                    .map_err(|e| self.io("remove unfinished snapshot", &p, e))?;
             } else if let Some(g) = parse_gen(name, ".wal") {
                 segments.push(g);
             } else if let Some(g) = parse_gen(name, ".snap") {
@@ -142,13 +163,21 @@ impl WalDir {
         snapshots.sort_unstable();
         let mut out = Recovered::default();
         let mut st = self.state.lock().expect("wal state");
-        st.max_gen = segments.iter().chain(&snapshots).copied().max().unwrap_or(0);
+        st.max_gen = segments
+            .iter()
+            .chain(&snapshots)
+            .copied()
+            .max()
+            .unwrap_or(0);
 
         // The newest intact snapshot.
         let mut snap_gen = None;
         for &g in snapshots.iter().rev() {
             let path = self.dir.join(snapshot_name(g));
-            let bytes = self.fs.read(&path).map_err(|e| self.io("read snapshot", &path, e))?;
+            let bytes = self
+                .fs
+                .read(&path)
+                .map_err(|e| self.io("read snapshot", &path, e))?;
             match frame::decode(&bytes) {
                 Ok(f) if f.kind == FrameKind::Snapshot && f.len == bytes.len() => {
                     st.snapshot = Some((g, bytes.len() as u64));
@@ -162,18 +191,31 @@ impl WalDir {
                         Err(e) => e.to_string(),
                     };
                     if policy == RecoveryPolicy::Fail {
-                        return Err(Error::Corrupted { file: path, offset: 0, reason });
+                        return Err(Error::Corrupted {
+                            file: path,
+                            offset: 0,
+                            reason,
+                        });
                     }
                     self.quarantine(dead_letter, &path, 0, &bytes, &reason)?;
                     out.skipped.push((path, 0, bytes.len() as u64));
                 }
             }
         }
-        let live: Vec<u64> = segments.into_iter().filter(|g| snap_gen.is_none_or(|s| *g > s)).collect();
+        let live: Vec<u64> = segments
+            .into_iter()
+            .filter(|g| snap_gen.is_none_or(|s| *g > s))
+            .collect();
         let mut contents = Vec::with_capacity(live.len());
         for &g in &live {
             let path = self.dir.join(segment_name(g));
-            contents.push((g, path.clone(), self.fs.read(&path).map_err(|e| self.io("read segment", &path, e))?));
+            contents.push((
+                g,
+                path.clone(),
+                self.fs
+                    .read(&path)
+                    .map_err(|e| self.io("read segment", &path, e))?,
+            ));
         }
         let last_nonempty = contents.iter().rposition(|(_, _, b)| !b.is_empty());
         for (i, (g, path, bytes)) in contents.iter().enumerate() {
@@ -189,12 +231,17 @@ impl WalDir {
                     }
                     result => {
                         let rest = &bytes[pos..];
-                        let torn = matches!(result, Err(FrameError::Incomplete { .. })) || rest.iter().all(|b| *b == 0);
+                        let torn = matches!(result, Err(FrameError::Incomplete { .. }))
+                            || rest.iter().all(|b| *b == 0);
                         if torn && is_last {
                             tracing::warn!(file = %path.display(), offset = pos, len = rest.len(),
                                 "cutting an incomplete frame at the end of the log (a write torn by a crash)");
-                            let mut f = self.fs.open_append(path).map_err(|e| self.io("open segment", path, e))?;
-                            f.truncate(pos as u64).map_err(|e| self.io("truncate segment", path, e))?;
+                            let mut f = self
+                                .fs
+                                .open_append(path)
+                                .map_err(|e| self.io("open segment", path, e))?;
+                            f.truncate(pos as u64)
+                                .map_err(|e| self.io("truncate segment", path, e))?;
                             f.sync().map_err(|e| self.io("sync segment", path, e))?;
                             out.cut.push((path.clone(), pos as u64));
                             break;
@@ -204,7 +251,11 @@ impl WalDir {
                             Err(e) => e.to_string(),
                         };
                         if policy == RecoveryPolicy::Fail {
-                            return Err(Error::Corrupted { file: path.clone(), offset: pos as u64, reason });
+                            return Err(Error::Corrupted {
+                                file: path.clone(),
+                                offset: pos as u64,
+                                reason,
+                            });
                         }
                         // Skip to the next position where an intact frame starts.
                         let mut next = pos + 1;
@@ -220,17 +271,29 @@ impl WalDir {
                         tracing::error!(file = %path.display(), offset = pos, len = end - pos, %reason,
                             "skipping corrupt log bytes (recovery policy skip); they are in the dead-letter file");
                         self.quarantine(dead_letter, path, pos as u64, &bytes[pos..end], &reason)?;
-                        out.skipped.push((path.clone(), pos as u64, (end - pos) as u64));
+                        out.skipped
+                            .push((path.clone(), pos as u64, (end - pos) as u64));
                         pos = end;
                     }
                 }
             }
-            st.closed.push(ClosedSegment { generation: *g, last_seq, bytes: pos as u64 });
+            st.closed.push(ClosedSegment {
+                generation: *g,
+                last_seq,
+                bytes: pos as u64,
+            });
         }
         Ok(out)
     }
 
-    fn quarantine(&self, dl: Option<&DeadLetterFile>, path: &Path, offset: u64, bytes: &[u8], reason: &str) -> Result<()> {
+    fn quarantine(
+        &self,
+        dl: Option<&DeadLetterFile>,
+        path: &Path,
+        offset: u64,
+        bytes: &[u8],
+        reason: &str,
+    ) -> Result<()> {
         let dl = dl.ok_or_else(|| {
             Error::Invalid(format!(
                 "recovery policy skip needs a dead-letter file to keep the corrupt bytes of {} at {offset}",
@@ -239,7 +302,10 @@ impl WalDir {
         })?;
         dl.write(&DeadLetter {
             source: "wal",
-            location: vec![("file", path.display().to_string()), ("offset", offset.to_string())],
+            location: vec![
+                ("file", path.display().to_string()),
+                ("offset", offset.to_string()),
+            ],
             reason: reason.to_string(),
             blobs: vec![("bytes", Some(bytes))],
         })
@@ -253,10 +319,21 @@ impl WalDir {
             st.max_gen
         };
         let path = self.dir.join(segment_name(generation));
-        let file = self.fs.open_append(&path).map_err(|e| self.io("create segment", &path, e))?;
+        let file = self
+            .fs
+            .open_append(&path)
+            .map_err(|e| self.io("create segment", &path, e))?;
         self.hook(CrashPoint::InsideRotation)?;
-        self.fs.sync_dir(&self.dir).map_err(|e| self.io("sync log directory", &self.dir, e))?;
-        Ok(WalWriter { dir: Arc::clone(self), file, generation, path, last_seq: 0 })
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(|e| self.io("sync log directory", &self.dir, e))?;
+        Ok(WalWriter {
+            dir: Arc::clone(self),
+            file,
+            generation,
+            path,
+            last_seq: 0,
+        })
     }
 
     /// Segments that are closed and not yet released.
@@ -266,7 +343,11 @@ impl WalDir {
 
     /// Size of the newest snapshot, 0 when none.
     pub fn snapshot_bytes(&self) -> u64 {
-        self.state.lock().expect("wal state").snapshot.map_or(0, |(_, b)| b)
+        self.state
+            .lock()
+            .expect("wal state")
+            .snapshot
+            .map_or(0, |(_, b)| b)
     }
 
     /// Removes closed segments whose batches are all at or below `durable_seq` (the store holds them
@@ -274,16 +355,28 @@ impl WalDir {
     pub fn release(&self, durable_seq: u64) -> Result<usize> {
         let doomed: Vec<ClosedSegment> = {
             let st = self.state.lock().expect("wal state");
-            st.closed.iter().filter(|s| s.last_seq <= durable_seq).cloned().collect()
+            st.closed
+                .iter()
+                .filter(|s| s.last_seq <= durable_seq)
+                .cloned()
+                .collect()
         };
         for seg in &doomed {
             self.hook(CrashPoint::InsideRelease)?;
             let path = self.dir.join(segment_name(seg.generation));
-            self.fs.remove(&path).map_err(|e| self.io("remove released segment", &path, e))?;
-            self.state.lock().expect("wal state").closed.retain(|s| s.generation != seg.generation);
+            self.fs
+                .remove(&path)
+                .map_err(|e| self.io("remove released segment", &path, e))?;
+            self.state
+                .lock()
+                .expect("wal state")
+                .closed
+                .retain(|s| s.generation != seg.generation);
         }
         if !doomed.is_empty() {
-            self.fs.sync_dir(&self.dir).map_err(|e| self.io("sync log directory", &self.dir, e))?;
+            self.fs
+                .sync_dir(&self.dir)
+                .map_err(|e| self.io("sync log directory", &self.dir, e))?;
         }
         Ok(doomed.len())
     }
@@ -297,32 +390,56 @@ impl WalDir {
         let tmp = self.dir.join(format!("{name}.tmp"));
         let path = self.dir.join(&name);
         {
-            let mut f = self.fs.open_append(&tmp).map_err(|e| self.io("create snapshot", &tmp, e))?;
-            f.truncate(0).map_err(|e| self.io("truncate snapshot", &tmp, e))?;
-            f.append(&bytes).map_err(|e| self.io("write snapshot", &tmp, e))?;
+            let mut f = self
+                .fs
+                .open_append(&tmp)
+                .map_err(|e| self.io("create snapshot", &tmp, e))?;
+            f.truncate(0)
+                .map_err(|e| self.io("truncate snapshot", &tmp, e))?;
+            f.append(&bytes)
+                .map_err(|e| self.io("write snapshot", &tmp, e))?;
             self.hook(CrashPoint::InsideCompaction)?;
             f.sync().map_err(|e| self.io("sync snapshot", &tmp, e))?;
         }
-        self.fs.rename(&tmp, &path).map_err(|e| self.io("rename snapshot", &tmp, e))?;
-        self.fs.sync_dir(&self.dir).map_err(|e| self.io("sync log directory", &self.dir, e))?;
+        self.fs
+            .rename(&tmp, &path)
+            .map_err(|e| self.io("rename snapshot", &tmp, e))?;
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(|e| self.io("sync log directory", &self.dir, e))?;
         let (old_snap, doomed) = {
             let mut st = self.state.lock().expect("wal state");
             let old = st.snapshot.replace((through_gen, bytes.len() as u64));
-            let doomed: Vec<u64> = st.closed.iter().filter(|s| s.generation <= through_gen).map(|s| s.generation).collect();
+            let doomed: Vec<u64> = st
+                .closed
+                .iter()
+                .filter(|s| s.generation <= through_gen)
+                .map(|s| s.generation)
+                .collect();
             (old, doomed)
         };
         if let Some((g, _)) = old_snap.filter(|(g, _)| *g != through_gen) {
             self.hook(CrashPoint::InsideCompaction)?;
             let p = self.dir.join(snapshot_name(g));
-            self.fs.remove(&p).map_err(|e| self.io("remove old snapshot", &p, e))?;
+            self.fs
+                .remove(&p)
+                .map_err(|e| self.io("remove old snapshot", &p, e))?;
         }
         for g in doomed {
             self.hook(CrashPoint::InsideRelease)?;
             let p = self.dir.join(segment_name(g));
-            self.fs.remove(&p).map_err(|e| self.io("remove compacted segment", &p, e))?;
-            self.state.lock().expect("wal state").closed.retain(|s| s.generation != g);
+            self.fs
+                .remove(&p)
+                .map_err(|e| self.io("remove compacted segment", &p, e))?;
+            self.state
+                .lock()
+                .expect("wal state")
+                .closed
+                .retain(|s| s.generation != g);
         }
-        self.fs.sync_dir(&self.dir).map_err(|e| self.io("sync log directory", &self.dir, e))
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(|e| self.io("sync log directory", &self.dir, e))
     }
 
     /// Bytes held by the log: closed segments and the snapshot (the writer adds its active segment).
@@ -356,7 +473,9 @@ impl WalWriter {
     /// write and one sync.
     pub fn append(&mut self, frames: &[u8], last_seq: u64) -> Result<(), AppendError> {
         let before = self.file.len();
-        self.dir.hook(CrashPoint::BeforeWalWrite).map_err(AppendError::Poisoned)?;
+        self.dir
+            .hook(CrashPoint::BeforeWalWrite)
+            .map_err(AppendError::Poisoned)?;
         if let Err(e) = self.file.append(frames) {
             let err = Error::io("write log segment", &self.path, e);
             // Take back whatever part of the frame reached the file so the log stays a clean prefix.
@@ -365,10 +484,14 @@ impl WalWriter {
                 Err(_) => Err(AppendError::Poisoned(err)),
             };
         }
-        self.dir.hook(CrashPoint::AfterWriteBeforeSync).map_err(AppendError::Poisoned)?;
+        self.dir
+            .hook(CrashPoint::AfterWriteBeforeSync)
+            .map_err(AppendError::Poisoned)?;
         // After a failed fsync the kernel may have dropped the dirty pages: the log's contents are
         // unknown, so the only safe course is to stop and let recovery read what is really there.
-        self.file.sync().map_err(|e| AppendError::Poisoned(Error::io("sync log segment", &self.path, e)))?;
+        self.file
+            .sync()
+            .map_err(|e| AppendError::Poisoned(Error::io("sync log segment", &self.path, e)))?;
         self.last_seq = last_seq;
         Ok(())
     }
@@ -386,8 +509,17 @@ impl WalWriter {
     /// Closes the active segment and starts a new one. Returns the closed segment.
     pub fn rotate(&mut self) -> Result<ClosedSegment> {
         let next = self.dir.new_segment()?;
-        let closed = ClosedSegment { generation: self.generation, last_seq: self.last_seq, bytes: self.file.len() };
-        self.dir.state.lock().expect("wal state").closed.push(closed.clone());
+        let closed = ClosedSegment {
+            generation: self.generation,
+            last_seq: self.last_seq,
+            bytes: self.file.len(),
+        };
+        self.dir
+            .state
+            .lock()
+            .expect("wal state")
+            .closed
+            .push(closed.clone());
         *self = next;
         Ok(closed)
     }

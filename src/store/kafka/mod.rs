@@ -1,0 +1,1 @@
+//! Kafka Connect offsets topic backend (being written).
