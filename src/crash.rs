@@ -73,18 +73,19 @@ pub trait CrashHook: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// A plan to crash at the `skip`-th next occurrence of `target` (0 = the first).
-#[derive(Debug)]
+/// A plan to crash at the `skip`-th next occurrence of a target point (0 = the first). It counts
+/// every point reached, and can be (re-)armed at any time.
+#[derive(Debug, Default)]
 pub struct CrashPlan {
-    target: Option<CrashPoint>,
     state: Mutex<PlanState>,
-    torn: usize,
     crashed: AtomicBool,
 }
 
 #[derive(Debug, Default)]
 struct PlanState {
+    target: Option<CrashPoint>,
     skip: usize,
+    torn: usize,
     hits: std::collections::BTreeMap<CrashPoint, u64>,
     crashed_at: Option<CrashPoint>,
 }
@@ -92,26 +93,27 @@ struct PlanState {
 impl CrashPlan {
     /// A plan that never crashes but counts every point reached.
     pub fn never() -> Self {
-        CrashPlan {
-            target: None,
-            state: Mutex::new(PlanState::default()),
-            torn: 0,
-            crashed: AtomicBool::new(false),
-        }
+        Self::default()
     }
 
     /// Crash at occurrence `skip` (0-based) of `target`; a crash inside a write keeps `torn` bytes of it
     /// (modulo the write's length plus one, so any length from none to all is reachable).
     pub fn at(target: CrashPoint, skip: usize, torn: usize) -> Self {
-        CrashPlan {
-            target: Some(target),
-            state: Mutex::new(PlanState {
-                skip,
-                ..PlanState::default()
-            }),
-            torn,
-            crashed: AtomicBool::new(false),
-        }
+        let plan = Self::never();
+        plan.arm(target, skip, torn);
+        plan
+    }
+
+    /// Arms (or re-arms) the plan.
+    pub fn arm(&self, target: CrashPoint, skip: usize, torn: usize) {
+        let mut st = self.lock();
+        st.target = Some(target);
+        st.skip = skip;
+        st.torn = torn;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PlanState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// True once the plan has crashed the process.
@@ -121,12 +123,12 @@ impl CrashPlan {
 
     /// Where it crashed.
     pub fn crashed_at(&self) -> Option<CrashPoint> {
-        self.state.lock().expect("plan lock").crashed_at
+        self.lock().crashed_at
     }
 
-    /// How often each point was reached (before the crash, and the crash itself).
+    /// How often each point was reached (the crash itself included).
     pub fn hits(&self) -> std::collections::BTreeMap<CrashPoint, u64> {
-        self.state.lock().expect("plan lock").hits.clone()
+        self.lock().hits.clone()
     }
 
     fn dead(&self) -> Error {
@@ -139,11 +141,12 @@ impl CrashHook for CrashPlan {
         if self.crashed() {
             return Err(self.dead());
         }
-        let mut st = self.state.lock().expect("plan lock");
+        let mut st = self.lock();
         *st.hits.entry(point).or_default() += 1;
-        if self.target == Some(point) {
+        if st.target == Some(point) {
             if st.skip == 0 {
                 st.crashed_at = Some(point);
+                st.target = None;
                 self.crashed.store(true, Ordering::SeqCst);
                 return Err(Error::Crashed(format!("{point:?}")));
             }
@@ -153,7 +156,7 @@ impl CrashHook for CrashPlan {
     }
 
     fn torn_len(&self, write_len: usize) -> usize {
-        self.torn % (write_len + 1)
+        self.lock().torn % (write_len + 1)
     }
 
     fn is_dead(&self) -> bool {

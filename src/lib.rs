@@ -7,6 +7,7 @@ pub mod crash;
 pub mod dead_letter;
 pub mod error;
 pub mod model;
+pub mod scenario;
 pub mod store;
 pub mod wal;
 pub use error::{Error, Result};

@@ -1,0 +1,520 @@
+//! Model-based crash scenarios: the one reference model and driver behind the crash property tests,
+//! the fuzz target `crash_replay` and any backend that wants the same proof.
+//!
+//! A scenario runs a sequence of [`Op`]s (offers, resets, commits, crash plans, reopens) against a
+//! [`CommitBuffer`] logging to a [`SimFs`] over a real store from a [`StoreFactory`]. It records every
+//! sealed batch (the reference model: the state after batches `1..=k` is the fold of their entries) and
+//! checks after every step, and after every recovery, the four invariants:
+//!
+//! 1. **No loss**: after recovery the store has applied at least the highest acknowledged seq.
+//! 2. **Atomic prefix**: the store's state equals the fold of batches `1..=k`, `k` its applied seq.
+//! 3. **No duplication**: the store never receives a batch at or below its applied seq, and no seq is
+//!    applied twice (for durable stores, across process lifetimes).
+//! 4. **No regression**: `k` never goes down from one recovery to the next.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::buffer::{CommitBuffer, CommitBufferConfig, Durability};
+use crate::crash::{CrashHook, CrashPlan, CrashPoint};
+use crate::model::{Batch, Entries};
+use crate::store::{ApplyFault, OffsetStore, OffsetStoreExt};
+use crate::wal::fs::SimFs;
+use crate::{Offset, OffsetKey, Partition, Result};
+
+/// Opens the store under test for each simulated process lifetime.
+pub trait StoreFactory {
+    /// Opens the store with `fault` as its [`ApplyFault`] seam. Data must carry over between
+    /// lifetimes exactly as the backend's real data does when a process dies (memory: none).
+    fn open(&mut self, fault: Arc<dyn ApplyFault>) -> Result<Arc<dyn OffsetStore>>;
+}
+
+/// One step of a scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Offer a new offset (or a reset) for key number `key`.
+    Offer {
+        /// Which of the scenario's keys.
+        key: u8,
+        /// A reset instead of an offset.
+        reset: bool,
+    },
+    /// Commit and wait, at `Store` durability or `Local`.
+    Commit {
+        /// Wait for the store, not only the log.
+        store: bool,
+    },
+    /// Arm a crash at the `skip`-th next occurrence of `point`; a torn write keeps `torn` bytes.
+    Crash {
+        /// Where.
+        point: CrashPoint,
+        /// How many occurrences to let pass first.
+        skip: u8,
+        /// Bytes of a torn write that reach the file.
+        torn: u16,
+    },
+    /// Close cleanly and open again.
+    Reopen,
+}
+
+impl Op {
+    /// Decodes operations from arbitrary bytes (fuzzing and byte-level shrinking): three bytes an op.
+    pub fn decode_all(bytes: &[u8]) -> Vec<Op> {
+        bytes
+            .chunks(3)
+            .map(|c| {
+                let a = c[0];
+                let b = c.get(1).copied().unwrap_or(0);
+                let t = c.get(2).copied().unwrap_or(0);
+                match a % 16 {
+                    0..=6 => Op::Offer {
+                        key: b,
+                        reset: false,
+                    },
+                    7 => Op::Offer {
+                        key: b,
+                        reset: true,
+                    },
+                    8..=10 => Op::Commit { store: b % 2 == 0 },
+                    11 | 12 => Op::Crash {
+                        point: CrashPoint::ALL[usize::from(b) % CrashPoint::ALL.len()],
+                        skip: t % 4,
+                        torn: u16::from(t) * 7,
+                    },
+                    13 => Op::Reopen,
+                    _ => Op::Commit { store: false },
+                }
+            })
+            .collect()
+    }
+}
+
+/// Settings of a scenario.
+#[derive(Debug, Clone)]
+pub struct ScenarioOptions {
+    /// Distinct keys the offers cycle over.
+    pub keys: u8,
+    /// Log segment size (small, so rotation, release and compaction happen often).
+    pub segment_bytes: u64,
+    /// How long a commit may take before the scenario calls it a hang.
+    pub commit_timeout: Duration,
+}
+
+impl Default for ScenarioOptions {
+    fn default() -> Self {
+        ScenarioOptions {
+            keys: 6,
+            segment_bytes: 256,
+            commit_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What a scenario (or many) reached.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Crashes made at each point.
+    pub crashes: BTreeMap<CrashPoint, u64>,
+    /// Times each point was passed.
+    pub hits: BTreeMap<CrashPoint, u64>,
+    /// Process lifetimes (opens).
+    pub lifetimes: u64,
+    /// Commits acknowledged.
+    pub acked_commits: u64,
+    /// Batches recovered from the log across all recoveries.
+    pub replayed: u64,
+}
+
+impl Report {
+    /// Adds another report's counts to this one.
+    pub fn merge(&mut self, other: &Report) {
+        for (p, n) in &other.crashes {
+            *self.crashes.entry(*p).or_default() += n;
+        }
+        for (p, n) in &other.hits {
+            *self.hits.entry(*p).or_default() += n;
+        }
+        self.lifetimes += other.lifetimes;
+        self.acked_commits += other.acked_commits;
+        self.replayed += other.replayed;
+    }
+}
+
+const WRITER: &str = "scenario";
+
+/// A store wrapper that checks invariant 3 on every apply.
+#[derive(Debug)]
+struct Recorder {
+    inner: Arc<dyn OffsetStore>,
+    applied: Arc<Mutex<BTreeSet<u64>>>,
+    violations: Arc<Mutex<Vec<String>>>,
+}
+
+impl OffsetStore for Recorder {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+    fn apply(&self, batch: &Batch) -> Result<()> {
+        let before = self.inner.applied_seq(&batch.writer)?;
+        if batch.seq != 0 && batch.seq <= before {
+            self.violations.lock().expect("violations").push(format!(
+                "batch {} sent to the store again (store already at {before})",
+                batch.seq
+            ));
+        }
+        self.inner.apply(batch)?;
+        if batch.seq > before && !self.applied.lock().expect("applied").insert(batch.seq) {
+            self.violations
+                .lock()
+                .expect("violations")
+                .push(format!("batch {} applied twice", batch.seq));
+        }
+        Ok(())
+    }
+    fn applied_seq(&self, writer: &str) -> Result<u64> {
+        self.inner.applied_seq(writer)
+    }
+    fn writers(&self) -> Result<Vec<(String, u64)>> {
+        self.inner.writers()
+    }
+    fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> {
+        self.inner.get(key)
+    }
+    fn partitions(&self, namespace: &str) -> Result<Vec<(OffsetKey, Offset)>> {
+        self.inner.partitions(namespace)
+    }
+    fn namespaces(&self) -> Result<Vec<String>> {
+        self.inner.namespaces()
+    }
+    fn persist(&self) -> Result<()> {
+        self.inner.persist()
+    }
+    fn durable(&self) -> bool {
+        self.inner.durable()
+    }
+}
+
+/// One scenario in progress.
+pub struct Scenario<'f> {
+    factory: &'f mut dyn StoreFactory,
+    options: ScenarioOptions,
+    sim: SimFs,
+    plan: Arc<CrashPlan>,
+    buffer: Option<CommitBuffer>,
+    store: Option<Arc<dyn OffsetStore>>,
+    sealed: Arc<Mutex<BTreeMap<u64, Entries>>>,
+    applied: Arc<Mutex<BTreeSet<u64>>>,
+    violations: Arc<Mutex<Vec<String>>>,
+    acked: u64,
+    recovered: u64,
+    counter: i64,
+    crash_next_open: Option<u8>,
+    report: Report,
+}
+
+impl<'f> Scenario<'f> {
+    /// Opens the first lifetime.
+    pub fn start(
+        factory: &'f mut dyn StoreFactory,
+        options: ScenarioOptions,
+    ) -> std::result::Result<Self, String> {
+        let mut s = Scenario {
+            factory,
+            options,
+            sim: SimFs::new(),
+            plan: Arc::new(CrashPlan::never()),
+            buffer: None,
+            store: None,
+            sealed: Arc::default(),
+            applied: Arc::default(),
+            violations: Arc::default(),
+            acked: 0,
+            recovered: 0,
+            counter: 0,
+            crash_next_open: None,
+            report: Report::default(),
+        };
+        s.open_lifetime()?;
+        Ok(s)
+    }
+
+    fn key(&self, k: u8) -> OffsetKey {
+        let k = k % self.options.keys.max(1);
+        OffsetKey::new(
+            format!("conn-{}", k % 2),
+            Partition::new().with("p", i64::from(k)),
+        )
+    }
+
+    fn end_lifetime_stats(&mut self) {
+        for (p, n) in self.plan.hits() {
+            *self.report.hits.entry(p).or_default() += n;
+        }
+        if let Some(p) = self.plan.crashed_at() {
+            *self.report.crashes.entry(p).or_default() += 1;
+        }
+    }
+
+    fn open_lifetime(&mut self) -> std::result::Result<(), String> {
+        for attempt in 0..3 {
+            let plan = Arc::new(CrashPlan::never());
+            if let Some(skip) = self.crash_next_open.take() {
+                plan.arm(CrashPoint::InsideRecovery, usize::from(skip), 0);
+            }
+            self.plan = Arc::clone(&plan);
+            self.sim
+                .set_hook(Some(Arc::clone(&plan) as Arc<dyn CrashHook>));
+            self.report.lifetimes += 1;
+            let inner = self
+                .factory
+                .open(Arc::clone(&plan) as Arc<dyn ApplyFault>)
+                .map_err(|e| format!("open store: {e}"))?;
+            if !inner.durable() {
+                self.applied.lock().expect("applied").clear();
+            }
+            let store: Arc<dyn OffsetStore> = Arc::new(Recorder {
+                inner,
+                applied: Arc::clone(&self.applied),
+                violations: Arc::clone(&self.violations),
+            });
+            let mut config = CommitBufferConfig::new("/wal");
+            config.writer = WRITER.into();
+            config.fs = Arc::new(self.sim.clone());
+            config.crash_hook = Some(Arc::clone(&plan) as Arc<dyn CrashHook>);
+            config.flush_interval = None;
+            config.flush_timeout = self.options.commit_timeout;
+            config.segment_bytes = self.options.segment_bytes;
+            config.dead_letter = None;
+            let sealed = Arc::clone(&self.sealed);
+            config.observer = Some(Arc::new(move |b: &Batch| {
+                sealed
+                    .lock()
+                    .expect("sealed")
+                    .insert(b.seq, b.entries.clone());
+            }));
+            match CommitBuffer::open(Arc::clone(&store), config) {
+                Ok(buffer) => {
+                    self.report.replayed += buffer.stats().replayed_batches;
+                    self.buffer = Some(buffer);
+                    self.store = Some(store);
+                    return self.check_recovered();
+                }
+                Err(_) if plan.crashed() => {
+                    // A crash inside recovery is just another crash.
+                    let _ = attempt;
+                    drop(store);
+                    self.end_lifetime_stats();
+                    self.sim.crash();
+                }
+                Err(e) => return Err(format!("reopen failed: {e}")),
+            }
+        }
+        Err("recovery crashed three times in a row".into())
+    }
+
+    fn fold(&self, upto: u64) -> BTreeMap<Vec<u8>, Offset> {
+        let mut state = BTreeMap::new();
+        for (_, entries) in self.sealed.lock().expect("sealed").range(..=upto) {
+            for (k, v) in entries {
+                match v {
+                    Some(v) => state.insert(k.id().to_vec(), v.clone()),
+                    None => state.remove(k.id()),
+                };
+            }
+        }
+        state
+    }
+
+    fn store_state(&self) -> std::result::Result<(u64, BTreeMap<Vec<u8>, Offset>), String> {
+        let store = self.store.as_ref().ok_or("no store open")?;
+        let k = store
+            .applied_seq(WRITER)
+            .map_err(|e| format!("applied_seq: {e}"))?;
+        let all = store.all().map_err(|e| format!("read store: {e}"))?;
+        Ok((
+            k,
+            all.into_iter()
+                .map(|(key, v)| (key.id().to_vec(), v))
+                .collect(),
+        ))
+    }
+
+    fn check_prefix(
+        &self,
+        k: u64,
+        state: &BTreeMap<Vec<u8>, Offset>,
+    ) -> std::result::Result<(), String> {
+        let want = self.fold(k);
+        if *state != want {
+            return Err(format!(
+                "atomic prefix broken: store at seq {k} holds {} offsets that are not the state after batches 1..={k} ({} offsets)",
+                state.len(),
+                want.len()
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_violations(&self) -> std::result::Result<(), String> {
+        let v = self.violations.lock().expect("violations");
+        if v.is_empty() {
+            Ok(())
+        } else {
+            Err(v.join("; "))
+        }
+    }
+
+    fn check_recovered(&mut self) -> std::result::Result<(), String> {
+        let (k, state) = self.store_state()?;
+        if k < self.acked {
+            return Err(format!(
+                "no loss broken: batch {} was acknowledged but the store recovered to {k}",
+                self.acked
+            ));
+        }
+        if k < self.recovered {
+            return Err(format!(
+                "no regression broken: recovered to {k} after an earlier recovery reached {}",
+                self.recovered
+            ));
+        }
+        let max_sealed = self
+            .sealed
+            .lock()
+            .expect("sealed")
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(0);
+        if k > max_sealed {
+            return Err(format!(
+                "the store is at seq {k} but only {max_sealed} batches were ever sealed"
+            ));
+        }
+        self.check_prefix(k, &state)?;
+        // Batches above k were never acknowledged and are gone; their seqs will be used again.
+        self.sealed.lock().expect("sealed").retain(|s, _| *s <= k);
+        self.recovered = k;
+        self.check_violations()
+    }
+
+    fn crashed(&mut self) -> std::result::Result<(), String> {
+        self.buffer = None; // joins the buffer's threads
+        self.store = None;
+        self.end_lifetime_stats();
+        self.sim.crash();
+        self.open_lifetime()
+    }
+
+    /// Runs one operation and checks the invariants.
+    pub fn step(&mut self, op: &Op) -> std::result::Result<(), String> {
+        let result = match op {
+            Op::Offer { key, reset } => {
+                self.counter += 1;
+                let key = self.key(*key);
+                let buffer = self.buffer.as_ref().ok_or("no buffer")?;
+                let r = if *reset {
+                    buffer.offer_reset(key)
+                } else {
+                    buffer.offer(key, Offset::new().with("v", self.counter))
+                };
+                r.map(|_| ())
+            }
+            Op::Commit { store } => {
+                let buffer = self.buffer.as_ref().ok_or("no buffer")?;
+                let d = if *store {
+                    Durability::Store
+                } else {
+                    Durability::Local
+                };
+                match buffer
+                    .commit_with(d)
+                    .wait_timeout(self.options.commit_timeout)
+                {
+                    Ok(seq) => {
+                        self.acked = self.acked.max(seq);
+                        self.report.acked_commits += 1;
+                        if *store && !self.plan.crashed() {
+                            let (k, state) = self.store_state()?;
+                            if k < seq {
+                                return Err(format!(
+                                    "commit acknowledged at Store durability for {seq} but the store is at {k}"
+                                ));
+                            }
+                            self.check_prefix(k, &state)?;
+                        }
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Op::Crash {
+                point: CrashPoint::InsideRecovery,
+                skip,
+                ..
+            } => {
+                self.crash_next_open = Some(*skip % 3);
+                Ok(())
+            }
+            Op::Crash { point, skip, torn } => {
+                self.plan
+                    .arm(*point, usize::from(*skip), usize::from(*torn));
+                Ok(())
+            }
+            Op::Reopen => {
+                let buffer = self.buffer.take().ok_or("no buffer")?;
+                let r = buffer.close();
+                drop(buffer);
+                match r {
+                    Ok(()) if !self.plan.crashed() => {
+                        self.store = None;
+                        self.end_lifetime_stats();
+                        return self.open_lifetime();
+                    }
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        match result {
+            Err(_) | Ok(()) if self.plan.crashed() => self.crashed()?,
+            Err(e) => return Err(format!("{op:?} failed without a crash: {e}")),
+            Ok(()) => {}
+        }
+        self.check_violations()
+    }
+
+    /// Ends the scenario: a clean close and a last recovery check. Returns what it reached.
+    pub fn finish(mut self) -> std::result::Result<Report, String> {
+        self.step(&Op::Reopen)?;
+        if let Some(b) = self.buffer.take() {
+            b.close().map_err(|e| format!("final close: {e}"))?;
+        }
+        self.end_lifetime_stats();
+        Ok(self.report)
+    }
+}
+
+/// Runs `ops` from a fresh start and returns what they reached, or the first invariant broken.
+pub fn run(
+    ops: &[Op],
+    factory: &mut dyn StoreFactory,
+    options: ScenarioOptions,
+) -> std::result::Result<Report, String> {
+    let mut s = Scenario::start(factory, options)?;
+    for (i, op) in ops.iter().enumerate() {
+        s.step(op).map_err(|e| format!("step {i} ({op:?}): {e}"))?;
+    }
+    s.finish()
+}
+
+/// A factory for the memory store: every lifetime starts empty, as a real process would.
+#[derive(Debug, Default)]
+pub struct MemoryFactory;
+
+impl StoreFactory for MemoryFactory {
+    fn open(&mut self, fault: Arc<dyn ApplyFault>) -> Result<Arc<dyn OffsetStore>> {
+        Ok(Arc::new(crate::store::MemoryStore::new().with_fault(fault)))
+    }
+}
