@@ -113,7 +113,7 @@ impl FieldMap {
     }
 
     /// Members in insertion order.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &Value)> {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &Value)> + ExactSizeIterator {
         self.fields.iter().map(|(n, v)| (n.as_str(), v))
     }
 

@@ -1,0 +1,257 @@
+//! The command-line tool, run as a user would run it.
+#![cfg(all(feature = "cli", feature = "rocksdb"))]
+
+use std::process::{Command, Output};
+
+fn cli(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
+        .args(args)
+        .env_remove("CONNECT_OFFSETS_STORE")
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn set_then_get_round_trips_through_rocksdb() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("rocksdb://{}", dir.path().join("db").display());
+    let p = r#"{"filename":"/tmp/test.txt","ünï":"😀"}"#;
+    let out = cli(&[
+        "set",
+        "--store",
+        &url,
+        "--connector",
+        "local-file-source",
+        "--partition",
+        p,
+        "--offset",
+        r#"{"position":1234}"#,
+    ]);
+    assert!(out.status.success(), "set failed: {}", text(&out.stderr));
+    let out = cli(&[
+        "get",
+        "--store",
+        &url,
+        "--connector",
+        "local-file-source",
+        "--partition",
+        r#"{"ünï":"😀","filename":"/tmp/test.txt"}"#,
+    ]);
+    assert!(out.status.success(), "get failed: {}", text(&out.stderr));
+    // Member order given to `get` does not matter; the stored order (and Connect's escaping) comes back.
+    assert_eq!(
+        text(&out.stdout).trim(),
+        r#"{"partition":{"filename":"/tmp/test.txt","ünï":"\uD83D\uDE00"},"offset":{"position":1234}}"#
+    );
+    let out = cli(&["list", "--store", &url, "--connector", "local-file-source"]);
+    assert_eq!(
+        text(&out.stdout).trim(),
+        r#"{"offsets":[{"partition":{"filename":"/tmp/test.txt","ünï":"\uD83D\uDE00"},"offset":{"position":1234}}]}"#
+    );
+    let out = cli(&[
+        "reset",
+        "--store",
+        &url,
+        "--connector",
+        "local-file-source",
+        "--partition",
+        p,
+    ]);
+    assert!(out.status.success(), "reset failed: {}", text(&out.stderr));
+    let out = cli(&[
+        "get",
+        "--store",
+        &url,
+        "--connector",
+        "local-file-source",
+        "--partition",
+        p,
+    ]);
+    assert_eq!(out.status.code(), Some(3), "a missing offset exits 3");
+    assert!(
+        text(&out.stderr).contains("no offset stored"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn bad_input_exits_non_zero_naming_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("rocksdb://{}", dir.path().join("db").display());
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "set",
+                "--store",
+                &url,
+                "--connector",
+                "c",
+                "--partition",
+                "{\"a\":",
+                "--offset",
+                "{}",
+            ],
+            "--partition is not valid JSON",
+        ),
+        (
+            vec![
+                "set",
+                "--store",
+                &url,
+                "--connector",
+                "c",
+                "--partition",
+                r#"{"a":{"b":1}}"#,
+                "--offset",
+                "{}",
+            ],
+            "field `a`",
+        ),
+        (
+            vec![
+                "set",
+                "--store",
+                &url,
+                "--connector",
+                "c",
+                "--partition",
+                "{}",
+                "--offset",
+                r#"{"pos":[1,2]}"#,
+            ],
+            "field `pos`",
+        ),
+        (
+            vec![
+                "set",
+                "--store",
+                &url,
+                "--connector",
+                "c",
+                "--partition",
+                "{}",
+                "--offset",
+                "null",
+            ],
+            "--offset must be a JSON object",
+        ),
+        (
+            vec![
+                "get",
+                "--store",
+                "postgres://db/x",
+                "--connector",
+                "c",
+                "--partition",
+                "{}",
+            ],
+            "unknown scheme `postgres`",
+        ),
+        (
+            vec![
+                "get",
+                "--store",
+                "/var/lib/offsets",
+                "--connector",
+                "c",
+                "--partition",
+                "{}",
+            ],
+            "scheme://",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = cli(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{args:?} should fail with exit code 1"
+        );
+        assert!(
+            text(&out.stderr).contains(want),
+            "{args:?}: stderr `{}` should name `{want}`",
+            text(&out.stderr)
+        );
+    }
+    let out = cli(&["reset", "--store", &url, "--connector", "c"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "reset needs --partition or --all (usage error)"
+    );
+}
+
+#[test]
+fn a_locked_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let url = format!("rocksdb://{}", path.display());
+    let _held = connect_offsets::store::rocksdb::RocksDbStore::open(&path).unwrap();
+    // Another process opening the same directory gets a clear error, not a corrupted store.
+    let out = cli(&[
+        "get",
+        "--store",
+        &url,
+        "--connector",
+        "c",
+        "--partition",
+        "{}",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("locked by another process") && err.contains(&path.display().to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let url = format!("rocksdb://{}", path.display());
+    let out = cli(&[
+        "set",
+        "--store",
+        &url,
+        "--connector",
+        "c",
+        "--partition",
+        "{}",
+        "--offset",
+        "{\"p\":1}",
+    ]);
+    assert!(out.status.success());
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "store directory mode {mode:o}");
+    for entry in std::fs::read_dir(&path).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{} has mode {mode:o}", entry.path().display());
+        }
+    }
+}
+
+#[test]
+fn bench_runs_and_reports() {
+    let out = cli(&[
+        "bench",
+        "--store",
+        "memory://",
+        "--offsets",
+        "5000",
+        "--batch",
+        "500",
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let o = text(&out.stdout);
+    assert!(o.contains("offsets/s") && o.contains("memory"), "{o}");
+}
