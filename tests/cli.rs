@@ -253,5 +253,36 @@ fn bench_runs_and_reports() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let o = text(&out.stdout);
-    assert!(o.contains("offsets/s") && o.contains("memory"), "{o}");
+    let json =
+        connect_offsets::codec::json::parse(o.trim().as_bytes()).expect("bench --json prints JSON");
+    let connect_offsets::codec::json::Json::Object(top) = json else {
+        panic!("{o}")
+    };
+    let results = &top.iter().find(|(k, _)| k == "results").expect("results").1;
+    let connect_offsets::codec::json::Json::Array(rows) = results else {
+        panic!("{o}")
+    };
+    let connect_offsets::codec::json::Json::Object(row) = &rows[0] else {
+        panic!("{o}")
+    };
+    let get = |k: &str| {
+        row.iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+            .unwrap()
+    };
+    assert_eq!(
+        get("store"),
+        connect_offsets::codec::json::Json::String("memory".into())
+    );
+    assert_eq!(
+        get("offsets"),
+        connect_offsets::codec::json::Json::Int(5000),
+        "{o}"
+    );
+    assert_eq!(
+        get("commits"),
+        connect_offsets::codec::json::Json::Int(10),
+        "{o}"
+    );
 }

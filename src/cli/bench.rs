@@ -1,99 +1,207 @@
-//! `connect-offsets bench`: writes offsets in batches through a store and reports the rate.
+//! `connect-offsets bench`: the main job. Runs a commit workload through the write-ahead commit buffer
+//! on one or more stores and reports offsets/s, commits/s, commit latency and open time.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use connect_offsets::{Batch, Offset, OffsetKey, OffsetStore, Partition};
+use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
+use connect_offsets::{Error, Offset, OffsetKey, OffsetStore, Partition, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {
     /// The store to write to. Default: RocksDB in a new temporary directory.
     #[arg(long)]
     store: Option<String>,
-    /// How many offsets to write in all.
-    #[arg(long, default_value_t = 1_000_000)]
-    offsets: u64,
-    /// Offsets per batch (one atomic apply and one persist each).
-    #[arg(long, default_value_t = 1_000)]
-    batch: u64,
-    /// Distinct source partitions the offsets cycle over.
-    #[arg(long, default_value_t = 10_000)]
-    partitions: u64,
+    /// Run the same workload on each of these stores too and print them side by side
+    /// (`default` names the temporary RocksDB store).
+    #[arg(long, num_args = 1..)]
+    compare: Vec<String>,
     /// Connectors the partitions are spread over.
     #[arg(long, default_value_t = 1)]
     connectors: u64,
+    /// Distinct source partitions the offers cycle over.
+    #[arg(long, default_value_t = 10_000)]
+    partitions: u64,
+    /// Offsets offered per commit (per committer).
+    #[arg(long, default_value_t = 1_000)]
+    batch: u64,
+    /// Threads each offering and committing on their own (they share the buffer: group commit).
+    #[arg(long, default_value_t = 1)]
+    committers: u64,
+    /// How long to run each store, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Stop after this many offsets instead (per store, all committers together).
+    #[arg(long)]
+    offsets: Option<u64>,
+    /// When a commit counts as done: `local` (log synced) or `store` (applied by the store).
+    #[arg(long, default_value = "local", value_parser = ["local", "store"])]
+    durability: String,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
 }
 
-pub fn run(args: BenchArgs) -> connect_offsets::Result<()> {
+/// What one store did.
+#[derive(Debug, Clone)]
+struct Outcome {
+    kind: &'static str,
+    url: String,
+    offsets: u64,
+    commits: u64,
+    batches: u64,
+    syncs: u64,
+    elapsed: Duration,
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+    open: Duration,
+    reopen: Duration,
+}
+
+pub fn run(args: BenchArgs) -> Result<()> {
     for (name, v) in [
         ("--batch", args.batch),
         ("--partitions", args.partitions),
         ("--connectors", args.connectors),
+        ("--committers", args.committers),
     ] {
         if v == 0 {
-            return Err(connect_offsets::Error::Invalid(format!(
-                "{name} must be at least 1"
-            )));
+            return Err(Error::Invalid(format!("{name} must be at least 1")));
         }
     }
-    let tmp;
-    let url = match &args.store {
-        Some(u) => u.clone(),
-        None => {
-            tmp = tempfile::tempdir()
-                .map_err(|e| connect_offsets::Error::io("create", std::env::temp_dir(), e))?;
-            format!("rocksdb://{}", tmp.path().join("offsets").display())
-        }
-    };
-    let opened = Instant::now();
-    let store = connect_offsets::open(&url)?;
-    let open_time = opened.elapsed();
+    if !(args.duration > 0.0) && args.offsets.is_none() {
+        return Err(Error::Invalid("--duration must be positive".into()));
+    }
+    let mut urls = vec![args.store.clone().unwrap_or_else(|| "default".into())];
+    urls.extend(args.compare.iter().cloned());
+    let mut outcomes = Vec::new();
+    for url in &urls {
+        outcomes.push(run_one(&args, url)?);
+    }
+    if args.json {
+        println!("{}", to_json(&args, &outcomes));
+    } else {
+        print_table(&args, &outcomes);
+    }
+    Ok(())
+}
 
-    let keys: Vec<OffsetKey> = (0..args.partitions)
-        .map(|i| {
-            OffsetKey::new(
-                format!("bench-{}", i % args.connectors),
-                Partition::new().with("partition", i as i64),
-            )
-        })
-        .collect();
+fn run_one(args: &BenchArgs, url: &str) -> Result<Outcome> {
+    let tmp = tempfile::tempdir().map_err(|e| Error::io("create", std::env::temp_dir(), e))?;
+    let url = if url == "default" {
+        format!("rocksdb://{}", tmp.path().join("offsets").display())
+    } else {
+        url.to_string()
+    };
+    let wal = tmp.path().join("wal");
+    let mut config = CommitBufferConfig::new(&wal);
+    config.writer = format!("bench-{}", std::process::id());
+    config.flush_interval = None;
+    config.max_pending = (args.batch * args.committers).max(1_000_000) as usize;
+    config.durability = if args.durability == "store" {
+        Durability::Store
+    } else {
+        Durability::Local
+    };
+    config.flush_timeout = Duration::from_secs(60);
+
+    let opened = Instant::now();
+    let store: Arc<dyn OffsetStore> = Arc::from(connect_offsets::open(&url)?);
+    let buffer = Arc::new(CommitBuffer::open(Arc::clone(&store), config.clone())?);
+    let open = opened.elapsed();
+    let kind = store.kind();
+
+    let keys: Arc<Vec<OffsetKey>> = Arc::new(
+        (0..args.partitions)
+            .map(|i| {
+                OffsetKey::new(
+                    format!("bench-{}", i % args.connectors),
+                    Partition::new().with("partition", i as i64),
+                )
+            })
+            .collect(),
+    );
+    let limit = args.offsets;
+    let duration = Duration::from_secs_f64(args.duration.max(0.0));
     let bar = if args.quiet {
         ProgressBar::hidden()
     } else {
-        ProgressBar::new(args.offsets)
+        ProgressBar::new(limit.unwrap_or(duration.as_millis() as u64))
     };
     bar.set_style(
-        ProgressStyle::with_template("{spinner} {bar:40} {pos}/{len} offsets {per_sec} eta {eta}")
-            .expect("a valid template"),
+        ProgressStyle::with_template(if limit.is_some() {
+            "{spinner} {msg:>8} {bar:40} {pos}/{len} offsets ({per_sec})"
+        } else {
+            "{spinner} {msg:>8} {bar:40} {elapsed} of the run"
+        })
+        .expect("a valid template"),
     );
-    let writer = format!("bench-{}", std::process::id());
-    let mut written = 0u64;
-    let mut seq = store.applied_seq(&writer)?;
-    let mut latencies = Vec::new();
+    bar.set_message(kind);
+    let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let started = Instant::now();
-    while written < args.offsets {
-        let n = args.batch.min(args.offsets - written);
-        seq += 1;
-        let batch = Batch::new(
-            writer.clone(),
-            seq,
-            (written..written + n).map(|i| {
-                let key = keys[(i % args.partitions) as usize].clone();
-                (key, Some(Offset::new().with("position", i as i64)))
-            }),
+    let per_thread = limit.map(|n| n.div_ceil(args.committers));
+    let threads: Vec<_> = (0..args.committers)
+        .map(|t| {
+            let (buffer, keys, written) =
+                (Arc::clone(&buffer), Arc::clone(&keys), Arc::clone(&written));
+            let batch = args.batch;
+            std::thread::spawn(move || -> Result<Vec<Duration>> {
+                let mut latencies = Vec::new();
+                let mut i = t * 7919;
+                let mut done = 0u64;
+                loop {
+                    if per_thread.map_or(started.elapsed() >= duration, |n| done >= n) {
+                        return Ok(latencies);
+                    }
+                    let n = per_thread.map_or(batch, |lim| batch.min(lim - done));
+                    for _ in 0..n {
+                        let key = keys[(i % keys.len() as u64) as usize].clone();
+                        buffer.offer(key, Offset::new().with("position", i as i64))?;
+                        i += 1;
+                    }
+                    let t0 = Instant::now();
+                    buffer.commit().wait()?;
+                    latencies.push(t0.elapsed());
+                    done += n;
+                    written.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    let mut handles = threads;
+    while !handles.iter().all(|h| h.is_finished()) {
+        std::thread::sleep(Duration::from_millis(50));
+        bar.set_position(match limit {
+            Some(_) => written.load(std::sync::atomic::Ordering::Relaxed),
+            None => (started.elapsed().as_millis() as u64).min(duration.as_millis() as u64),
+        });
+    }
+    for h in handles.drain(..) {
+        latencies.extend(
+            h.join()
+                .map_err(|_| Error::Invalid("a committer thread panicked".into()))??,
         );
-        let t = Instant::now();
-        store.apply(&batch)?;
-        store.persist()?;
-        latencies.push(t.elapsed());
-        written += n;
-        bar.set_position(written);
     }
     let elapsed = started.elapsed();
     bar.finish_and_clear();
+    let stats = buffer.stats();
+    buffer.close()?;
+    drop(buffer);
+    drop(store);
+
+    // Open again with everything written: what a restarted worker pays.
+    let reopened = Instant::now();
+    let store: Arc<dyn OffsetStore> = Arc::from(connect_offsets::open(&url)?);
+    let buffer = CommitBuffer::open(store, config)?;
+    let reopen = reopened.elapsed();
+    buffer.close()?;
+
     latencies.sort_unstable();
     let pct = |p: f64| {
         latencies
@@ -101,21 +209,104 @@ pub fn run(args: BenchArgs) -> connect_offsets::Result<()> {
             .copied()
             .unwrap_or_default()
     };
-    let secs = elapsed.as_secs_f64().max(1e-9);
-    println!("store            {}", store.kind());
-    println!("url              {url}");
-    println!("offsets          {written}");
-    println!("batch            {}", args.batch);
-    println!("partitions       {}", args.partitions);
-    println!("elapsed          {:.3} s", secs);
-    println!("offsets/s        {:.0}", written as f64 / secs);
-    println!("commits/s        {:.0}", latencies.len() as f64 / secs);
-    println!("commit p50       {}", ms(pct(0.50)));
-    println!("commit p99       {}", ms(pct(0.99)));
-    println!("open             {}", ms(open_time));
-    Ok(())
+    Ok(Outcome {
+        kind,
+        url: connect_offsets::store::StoreUrl::parse(&url)
+            .map(|u| u.to_string())
+            .unwrap_or(url),
+        offsets: written.load(std::sync::atomic::Ordering::Relaxed),
+        commits: latencies.len() as u64,
+        batches: stats.logged_seq,
+        syncs: stats.syncs,
+        elapsed,
+        p50: pct(0.50),
+        p99: pct(0.99),
+        max: latencies.last().copied().unwrap_or_default(),
+        open,
+        reopen,
+    })
 }
 
 fn ms(d: Duration) -> String {
-    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+    format!("{:.3}", d.as_secs_f64() * 1e3)
+}
+
+fn print_table(args: &BenchArgs, outs: &[Outcome]) {
+    println!(
+        "workload: {} connector(s), {} partitions, {} offsets per commit, {} committer(s), durability {}",
+        args.connectors, args.partitions, args.batch, args.committers, args.durability
+    );
+    let rows: Vec<(&str, Box<dyn Fn(&Outcome) -> String>)> = vec![
+        ("store", Box::new(|o: &Outcome| o.kind.to_string())),
+        (
+            "offsets/s",
+            Box::new(|o: &Outcome| format!("{:.0}", o.offsets as f64 / o.elapsed.as_secs_f64())),
+        ),
+        (
+            "commits/s",
+            Box::new(|o: &Outcome| format!("{:.0}", o.commits as f64 / o.elapsed.as_secs_f64())),
+        ),
+        ("commit p50 ms", Box::new(|o: &Outcome| ms(o.p50))),
+        ("commit p99 ms", Box::new(|o: &Outcome| ms(o.p99))),
+        ("commit max ms", Box::new(|o: &Outcome| ms(o.max))),
+        ("offsets", Box::new(|o: &Outcome| o.offsets.to_string())),
+        ("commits", Box::new(|o: &Outcome| o.commits.to_string())),
+        ("log batches", Box::new(|o: &Outcome| o.batches.to_string())),
+        ("log syncs", Box::new(|o: &Outcome| o.syncs.to_string())),
+        (
+            "seconds",
+            Box::new(|o: &Outcome| format!("{:.2}", o.elapsed.as_secs_f64())),
+        ),
+        ("open ms", Box::new(|o: &Outcome| ms(o.open))),
+        ("reopen ms", Box::new(|o: &Outcome| ms(o.reopen))),
+    ];
+    for (name, f) in &rows {
+        print!("{name:<15}");
+        for o in outs {
+            print!(" {:>16}", f(o));
+        }
+        println!();
+    }
+    for o in outs {
+        println!("{:<15} {}", format!("url ({})", o.kind), o.url);
+    }
+}
+
+fn to_json(args: &BenchArgs, outs: &[Outcome]) -> String {
+    let items: Vec<String> = outs
+        .iter()
+        .map(|o| {
+            let secs = o.elapsed.as_secs_f64();
+            let mut url = Vec::new();
+            connect_offsets::codec::json::encode_str(&o.url, &mut url);
+            format!(
+                "{{\"store\":\"{}\",\"url\":{},\"offsets\":{},\"commits\":{},\"log_batches\":{},\"log_syncs\":{},\"seconds\":{:.6},\
+                 \"offsets_per_sec\":{:.1},\"commits_per_sec\":{:.1},\"commit_p50_ms\":{},\"commit_p99_ms\":{},\"commit_max_ms\":{},\
+                 \"open_ms\":{},\"reopen_ms\":{}}}",
+                o.kind,
+                String::from_utf8_lossy(&url),
+                o.offsets,
+                o.commits,
+                o.batches,
+                o.syncs,
+                secs,
+                o.offsets as f64 / secs,
+                o.commits as f64 / secs,
+                ms(o.p50),
+                ms(o.p99),
+                ms(o.max),
+                ms(o.open),
+                ms(o.reopen)
+            )
+        })
+        .collect();
+    format!(
+        "{{\"workload\":{{\"connectors\":{},\"partitions\":{},\"batch\":{},\"committers\":{},\"durability\":\"{}\"}},\"results\":[{}]}}",
+        args.connectors,
+        args.partitions,
+        args.batch,
+        args.committers,
+        args.durability,
+        items.join(",")
+    )
 }
