@@ -919,8 +919,18 @@ impl ApplyThread {
                     if !self.apply(&batch, epoch) {
                         return;
                     }
-                    if let Some(seg) = closes
-                        && let Err(e) = self.release(&batch, &seg)
+                    let release = closes.map(|seg| (seg, batch.writer.clone(), batch.seq));
+                    // Give the emptied map back to the log thread: the next seal reuses its table.
+                    if let Ok(done) = Arc::try_unwrap(batch) {
+                        let mut entries = done.entries;
+                        entries.clear();
+                        let mut st = lock(&self.shared);
+                        if st.spare.len() < 2 {
+                            st.spare.push(entries);
+                        }
+                    }
+                    if let Some((seg, writer, seq)) = release
+                        && let Err(e) = self.release(&writer, seq, &seg)
                     {
                         if e.is_fatal() {
                             self.stop(e);
@@ -988,17 +998,13 @@ impl ApplyThread {
         true
     }
 
-    fn release(&self, batch: &Batch, seg: &ClosedSegment) -> Result<()> {
+    fn release(&self, writer: &str, seq: u64, seg: &ClosedSegment) -> Result<()> {
         if self.store.durable() {
             self.store.persist()?;
-            self.wal.release(batch.seq)?;
+            self.wal.release(seq)?;
         } else {
             let all = self.store.all()?;
-            let snapshot = Batch::new(
-                batch.writer.clone(),
-                batch.seq,
-                all.into_iter().map(|(k, v)| (k, Some(v))),
-            );
+            let snapshot = Batch::new(writer, seq, all.into_iter().map(|(k, v)| (k, Some(v))));
             self.wal.compact(&snapshot, seg.generation)?;
         }
         Ok(())

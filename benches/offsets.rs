@@ -1,0 +1,407 @@
+//! Criterion benches for connect-offsets. Groups:
+//!
+//! * `offer`: offers per second into the commit buffer (one thread, and all cores), next to a bare
+//!   hash-map update of the same keys and values;
+//! * `commit`: offsets and commits per second per backend, batch sizes 1 / 100 / 10,000, `Local` and
+//!   `Store` durability; `group_commit`: 8 concurrent committers of one offset each;
+//! * `flush_latency`: 1-offset commits (the run also prints p50 / p99 / max);
+//! * `recovery`: opening a store holding 10k / 100k / 1M offsets (RocksDB) and replaying as many pending
+//!   offsets from the log;
+//! * `growth`: one 100-entry commit with 1,000 vs 1,000,000 keys already stored;
+//! * `floor`: the raw cost on the same disk of appending the same framed bytes with one `fdatasync`
+//!   per batch, so local figures can be read as a fraction of it.
+//!
+//! Kafka runs join with `KAFKA_BOOTSTRAP` set (a broker from `scripts/kafka start`) and feature `kafka`.
+//! Run one group: `cargo bench --features full --bench offsets -- commit`.
+
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
+use connect_offsets::model::KeyMap;
+use connect_offsets::store::{MemoryStore, OffsetStore};
+use connect_offsets::wal::frame::{self, FrameKind};
+use connect_offsets::{Batch, Offset, OffsetKey, Partition};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+
+fn keys(n: usize) -> Vec<OffsetKey> {
+    (0..n)
+        .map(|i| OffsetKey::new("bench", Partition::new().with("partition", i as i64)))
+        .collect()
+}
+
+fn offset(i: u64) -> Offset {
+    Offset::new().with("position", i as i64)
+}
+
+struct Rig {
+    _dir: tempfile::TempDir,
+    buffer: Arc<CommitBuffer>,
+}
+
+fn store_for(kind: &str, dir: &std::path::Path) -> Arc<dyn OffsetStore> {
+    match kind {
+        "memory" => Arc::new(MemoryStore::new()),
+        "rocksdb" => Arc::new(
+            connect_offsets::store::rocksdb::RocksDbStore::open(dir.join("db")).expect("rocksdb"),
+        ),
+        #[cfg(feature = "kafka")]
+        "kafka" => {
+            let bootstrap = std::env::var("KAFKA_BOOTSTRAP").expect("KAFKA_BOOTSTRAP");
+            let topic = format!(
+                "bench-{}-{}",
+                std::process::id(),
+                dir.file_name().unwrap().to_string_lossy()
+            );
+            Arc::from(
+                connect_offsets::open(&format!(
+                    "kafka://{bootstrap}/{topic}?partitions=25&replication=1"
+                ))
+                .expect("kafka"),
+            )
+        }
+        other => panic!("unknown store {other}"),
+    }
+}
+
+fn rig(kind: &str) -> Rig {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = CommitBufferConfig::new(dir.path().join("wal"));
+    config.flush_interval = None;
+    config.max_pending = 2_000_000;
+    config.flush_timeout = Duration::from_secs(120);
+    let store = store_for(kind, dir.path());
+    let buffer = Arc::new(CommitBuffer::open(store, config).expect("buffer"));
+    Rig { _dir: dir, buffer }
+}
+
+fn backends() -> Vec<&'static str> {
+    let mut b = vec!["memory", "rocksdb"];
+    if cfg!(feature = "kafka") && std::env::var("KAFKA_BOOTSTRAP").is_ok() {
+        b.push("kafka");
+    }
+    b
+}
+
+fn offer(c: &mut Criterion) {
+    let mut g = c.benchmark_group("offer");
+    g.throughput(Throughput::Elements(1));
+    for n in [10_000usize, 1_000_000] {
+        let ks = keys(n);
+        let value = offset(7);
+        let r = rig("memory");
+        // Fill once so the measured offers overwrite, as a steady-state worker does.
+        for k in &ks {
+            r.buffer.offer(k.clone(), value.clone()).unwrap();
+        }
+        let mut i = 0usize;
+        g.bench_with_input(BenchmarkId::new("buffer_one_thread", n), &n, |b, _| {
+            b.iter(|| {
+                i = (i + 1) % n;
+                r.buffer.offer(ks[i].clone(), value.clone()).unwrap();
+            })
+        });
+        let mut map: KeyMap<Option<Offset>> = KeyMap::default();
+        for k in &ks {
+            map.insert(k.clone(), Some(value.clone()));
+        }
+        g.bench_with_input(BenchmarkId::new("bare_hashmap", n), &n, |b, _| {
+            b.iter(|| {
+                i = (i + 1) % n;
+                map.insert(ks[i].clone(), Some(value.clone()));
+            })
+        });
+        let threads = std::thread::available_parallelism().map_or(2, |p| p.get());
+        let ks = Arc::new(ks);
+        g.bench_with_input(
+            BenchmarkId::new(format!("buffer_{threads}_threads"), n),
+            &n,
+            |b, _| {
+                b.iter_custom(|iters| {
+                    let per = iters.div_ceil(threads as u64);
+                    let start = Instant::now();
+                    std::thread::scope(|s| {
+                        for t in 0..threads {
+                            let (ks, buffer, value) =
+                                (Arc::clone(&ks), Arc::clone(&r.buffer), value.clone());
+                            s.spawn(move || {
+                                let mut i = t * 7919;
+                                for _ in 0..per {
+                                    i = (i + 1) % n;
+                                    buffer.offer(ks[i].clone(), value.clone()).unwrap();
+                                }
+                            });
+                        }
+                    });
+                    // Elements are counted per call; the threads did `threads` times the work.
+                    start.elapsed() / threads as u32
+                })
+            },
+        );
+    }
+    g.finish();
+}
+
+fn commit_batch(
+    buffer: &CommitBuffer,
+    ks: &[OffsetKey],
+    batch: usize,
+    d: Durability,
+    next: &mut u64,
+) {
+    for _ in 0..batch {
+        let i = (*next as usize) % ks.len();
+        buffer.offer(ks[i].clone(), offset(*next)).unwrap();
+        *next += 1;
+    }
+    buffer.commit_with(d).wait().unwrap();
+}
+
+fn commit(c: &mut Criterion) {
+    let ks = keys(10_000);
+    let mut g = c.benchmark_group("commit");
+    g.sample_size(20).measurement_time(Duration::from_secs(4));
+    for kind in backends() {
+        let r = rig(kind);
+        let mut next = 0u64;
+        for batch in [1usize, 100, 10_000] {
+            for (dname, d) in [("local", Durability::Local), ("store", Durability::Store)] {
+                g.throughput(Throughput::Elements(batch as u64));
+                g.bench_with_input(
+                    BenchmarkId::new(format!("{kind}/{dname}"), batch),
+                    &batch,
+                    |b, &batch| b.iter(|| commit_batch(&r.buffer, &ks, batch, d, &mut next)),
+                );
+            }
+        }
+    }
+    g.finish();
+
+    // Group commit: 8 threads, one offset per commit each. Elements = commits.
+    let mut g = c.benchmark_group("group_commit");
+    g.sample_size(20)
+        .measurement_time(Duration::from_secs(4))
+        .throughput(Throughput::Elements(1));
+    for kind in ["rocksdb"] {
+        let r = rig(kind);
+        let ks = Arc::new(ks.clone());
+        for committers in [1usize, 8] {
+            g.bench_with_input(
+                BenchmarkId::new(kind, format!("{committers}_committers")),
+                &committers,
+                |b, &n| {
+                    b.iter_custom(|iters| {
+                        let per = iters.div_ceil(n as u64);
+                        let start = Instant::now();
+                        std::thread::scope(|s| {
+                            for t in 0..n {
+                                let (buffer, ks) = (Arc::clone(&r.buffer), Arc::clone(&ks));
+                                s.spawn(move || {
+                                    for j in 0..per {
+                                        buffer
+                                            .offer(
+                                                ks[t * 1000 + (j as usize % 1000)].clone(),
+                                                offset(j),
+                                            )
+                                            .unwrap();
+                                        buffer.commit().wait().unwrap();
+                                    }
+                                });
+                            }
+                        });
+                        start.elapsed() / n as u32
+                    })
+                },
+            );
+        }
+    }
+    g.finish();
+}
+
+fn flush_latency(c: &mut Criterion) {
+    let ks = keys(10_000);
+    for kind in ["memory", "rocksdb"] {
+        let r = rig(kind);
+        let mut next = 0u64;
+        let mut lat: Vec<Duration> = (0..3000)
+            .map(|_| {
+                let t = Instant::now();
+                commit_batch(&r.buffer, &ks, 1, Durability::Local, &mut next);
+                t.elapsed()
+            })
+            .collect();
+        lat.sort_unstable();
+        let p = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
+        println!(
+            "flush_latency/{kind}/local 1-offset commits: p50 {:?} p99 {:?} max {:?} (3000 commits)",
+            p(0.5),
+            p(0.99),
+            lat[lat.len() - 1]
+        );
+        let mut g = c.benchmark_group("flush_latency");
+        g.sample_size(30).throughput(Throughput::Elements(1));
+        g.bench_function(BenchmarkId::new(kind, "1_offset_local"), |b| {
+            b.iter(|| commit_batch(&r.buffer, &ks, 1, Durability::Local, &mut next))
+        });
+        g.finish();
+    }
+}
+
+/// Writes `n` offsets into a RocksDB store in 10,000-entry batches.
+fn fill_rocksdb(path: &std::path::Path, n: usize) {
+    let store = connect_offsets::store::rocksdb::RocksDbStore::open(path).unwrap();
+    let ks = keys(n);
+    for (i, chunk) in ks.chunks(10_000).enumerate() {
+        store
+            .apply(&Batch::new(
+                "fill",
+                i as u64 + 1,
+                chunk.iter().map(|k| (k.clone(), Some(offset(7)))),
+            ))
+            .unwrap();
+    }
+    store.persist().unwrap();
+}
+
+/// Writes a log holding `n` offsets in 10,000-entry batches that no durable store has applied.
+fn fill_log(wal: &std::path::Path, n: usize) {
+    let mut config = CommitBufferConfig::new(wal);
+    config.flush_interval = None;
+    config.max_pending = 2_000_000;
+    config.segment_bytes = 1 << 40; // one segment: nothing compacted away before the measurement
+    let buffer = CommitBuffer::open(Arc::new(MemoryStore::new()), config).unwrap();
+    let ks = keys(n);
+    for chunk in ks.chunks(10_000) {
+        for k in chunk {
+            buffer.offer(k.clone(), offset(7)).unwrap();
+        }
+        buffer.commit().wait().unwrap();
+    }
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() && e.file_name() != "LOCK" {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn recovery(c: &mut Criterion) {
+    let mut g = c.benchmark_group("recovery");
+    g.sample_size(10).measurement_time(Duration::from_secs(10));
+    for n in [10_000usize, 100_000, 1_000_000] {
+        g.throughput(Throughput::Elements(n as u64));
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        fill_rocksdb(&db, n);
+        g.bench_with_input(BenchmarkId::new("rocksdb_open", n), &n, |b, _| {
+            b.iter(|| {
+                let s = connect_offsets::store::rocksdb::RocksDbStore::open(&db).unwrap();
+                assert_eq!(s.applied_seq("fill").unwrap(), n.div_ceil(10_000) as u64);
+            })
+        });
+        let wal = dir.path().join("wal");
+        fill_log(&wal, n);
+        g.bench_with_input(
+            BenchmarkId::new("log_replay_into_rocksdb", n),
+            &n,
+            |b, _| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for i in 0..iters {
+                        let work = dir.path().join(format!("replay-{i}"));
+                        copy_dir(&wal, &work.join("wal"));
+                        let store = Arc::new(
+                            connect_offsets::store::rocksdb::RocksDbStore::open(work.join("db"))
+                                .unwrap(),
+                        );
+                        let mut config = CommitBufferConfig::new(work.join("wal"));
+                        config.flush_interval = None;
+                        let t = Instant::now();
+                        let buffer = CommitBuffer::open(store, config).unwrap();
+                        total += t.elapsed();
+                        assert_eq!(buffer.stats().applied_seq, n.div_ceil(10_000) as u64);
+                        drop(buffer);
+                        std::fs::remove_dir_all(&work).unwrap();
+                    }
+                    total
+                })
+            },
+        );
+    }
+    g.finish();
+}
+
+fn growth(c: &mut Criterion) {
+    let mut g = c.benchmark_group("growth");
+    g.sample_size(30).throughput(Throughput::Elements(100));
+    for stored in [1_000usize, 1_000_000] {
+        for kind in ["memory", "rocksdb"] {
+            let r = rig(kind);
+            let ks = keys(stored);
+            for chunk in ks.chunks(10_000) {
+                for k in chunk {
+                    r.buffer.offer(k.clone(), offset(1)).unwrap();
+                }
+                r.buffer.commit_with(Durability::Store).wait().unwrap();
+            }
+            let mut next = 0u64;
+            g.bench_with_input(
+                BenchmarkId::new(format!("{kind}_100_entry_commit"), stored),
+                &stored,
+                |b, _| b.iter(|| commit_batch(&r.buffer, &ks, 100, Durability::Store, &mut next)),
+            );
+        }
+    }
+    g.finish();
+}
+
+fn floor(c: &mut Criterion) {
+    let mut g = c.benchmark_group("floor");
+    g.sample_size(20).measurement_time(Duration::from_secs(4));
+    let ks = keys(10_000);
+    for batch in [1usize, 100, 10_000] {
+        let b_ = Batch::new(
+            "w",
+            1,
+            ks.iter()
+                .take(batch)
+                .map(|k| (k.clone(), Some(offset(123_456)))),
+        );
+        let mut bytes = Vec::new();
+        frame::encode(FrameKind::Batch, &b_, &mut bytes);
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.path().join("floor.log"))
+            .unwrap();
+        g.throughput(Throughput::Elements(batch as u64));
+        g.bench_with_input(
+            BenchmarkId::new("append_fdatasync", batch),
+            &batch,
+            |b, _| {
+                b.iter(|| {
+                    f.write_all(&bytes).unwrap();
+                    f.sync_data().unwrap();
+                })
+            },
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    offer,
+    commit,
+    flush_latency,
+    recovery,
+    growth,
+    floor
+);
+criterion_main!(benches);
