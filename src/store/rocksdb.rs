@@ -238,7 +238,7 @@ impl OffsetStore for RocksDbStore {
         }
         let mut wo = WriteOptions::default();
         wo.set_sync(self.sync);
-        self.db.write_opt(&wb, &wo).map_err(|e| {
+        self.db.write_opt(wb, &wo).map_err(|e| {
             err(
                 &self.path,
                 &format!("write batch {}:{} to", batch.writer, batch.seq),
