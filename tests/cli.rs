@@ -250,6 +250,7 @@ fn bench_runs_and_reports() {
         "--batch",
         "500",
         "--quiet",
+        "--json",
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let o = text(&out.stdout);
