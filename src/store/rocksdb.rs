@@ -351,6 +351,8 @@ impl OffsetStore for RocksDbStore {
             from = k[..5 + len].to_vec();
             from.push(0xFF);
         }
+        // Ids sort by name length first (the length prefix); callers want names in order.
+        out.sort_unstable();
         Ok(out)
     }
 
