@@ -383,6 +383,7 @@ impl CommitBuffer {
                 "replayed the write-ahead log into the store"
             );
         }
+        crate::metrics::replayed(writer, replayed);
         store.persist()?;
         let log = wal.new_segment()?;
         // Everything older is applied now: release it (durable store) or fold it into a snapshot.
@@ -498,6 +499,7 @@ impl CommitBuffer {
         if st.oldest_pending.is_none() {
             st.oldest_pending = Some(Instant::now());
         }
+        crate::metrics::offered(&shared.writer, key.namespace());
         st.active.insert(key, offset);
         Ok(())
     }
@@ -737,6 +739,7 @@ impl LogThread {
                     st.open_epoch += 1;
                     let fresh = st.spare.pop().unwrap_or_default();
                     let entries = std::mem::replace(&mut st.active, fresh);
+                    crate::metrics::sealed(&shared.writer);
                     break (epoch, entries, st.oldest_pending.take());
                 }
                 if due {
@@ -808,6 +811,7 @@ impl LogThread {
                     st.stats.syncs += 1;
                     st.stats.commit_time_total += elapsed;
                     st.stats.commit_time_max = st.stats.commit_time_max.max(elapsed);
+                    crate::metrics::commit_succeeded(&shared.writer, elapsed, &st.stats);
                 }
                 shared.notify();
                 if let Err(e) = hook(&self.hook, CrashPoint::AfterAckBeforeApply) {
@@ -838,6 +842,7 @@ impl LogThread {
                     }
                 }
                 shared.active_bytes.store(self.log.len(), Ordering::Relaxed);
+                crate::metrics::wal_state(&shared.writer, self.log.dir(), self.log.len());
                 self.tx
                     .send(Job::Apply {
                         batch,
@@ -853,7 +858,9 @@ impl LogThread {
                 st.failed.insert(epoch, Arc::clone(&e));
                 st.durable = epoch;
                 st.stats.failures += 1;
+                crate::metrics::commit_failed(&shared.writer, "log");
                 merge_back(&mut st, batch.entries, oldest);
+                crate::metrics::merged_back(&shared.writer);
                 drop(st);
                 shared.notify();
                 self.tx.send(Job::Mark { epoch }).is_ok()
@@ -876,9 +883,11 @@ impl LogThread {
             st.durable = epoch;
         }
         st.stats.failures += 1;
+        crate::metrics::commit_failed(&self.shared.writer, "log");
         st.poisoned = Some(e);
         if let Some((entries, oldest)) = merge {
             merge_back(&mut st, entries, oldest);
+            crate::metrics::merged_back(&self.shared.writer);
         }
         drop(st);
         self.shared.notify();
@@ -968,6 +977,7 @@ impl ApplyThread {
                     let mut st = lock(&self.shared);
                     st.last_store_error = Some(Arc::new(e));
                     st.stats.failures += 1;
+                    crate::metrics::commit_failed(&self.shared.writer, "store");
                     if st.closing {
                         return false;
                     }

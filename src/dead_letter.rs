@@ -85,6 +85,8 @@ impl DeadLetterFile {
         f.write_all(&line)
             .map_err(|e| Error::io("write dead-letter file", &self.path, e))?;
         f.sync_data()
-            .map_err(|e| Error::io("sync dead-letter file", &self.path, e))
+            .map_err(|e| Error::io("sync dead-letter file", &self.path, e))?;
+        crate::metrics::dead_lettered(letter.source);
+        Ok(())
     }
 }

@@ -55,10 +55,14 @@
 pub mod buffer;
 pub mod codec;
 pub mod conformance;
+pub mod connector_offsets;
 pub mod crash;
 pub mod dead_letter;
 pub mod error;
+pub mod metrics;
+pub mod migrate;
 pub mod model;
+pub mod policy;
 pub mod scenario;
 pub mod store;
 pub mod wal;

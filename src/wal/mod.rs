@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 
 pub mod frame;
 pub mod fs;
+pub mod inspect;
 
 use crate::crash::{CrashHook, CrashPoint};
 use crate::dead_letter::{DeadLetter, DeadLetterFile};

@@ -1,0 +1,284 @@
+//! Kafka Connect's offsets documents, as its REST API reads and writes them (KIP-875), and the
+//! all-connectors export shape of `connect-offsets export`.
+//!
+//! * One connector (`GET`/`PATCH /connectors/{name}/offsets`, `export --connector`):
+//!   `{"offsets":[{"partition":{...},"offset":{...}}, ...]}`. In a request, `"offset": null` resets
+//!   the partition; `"partition": null` is the connector's null partition (`["name",null]`).
+//! * Every connector (`export` without `--connector`):
+//!   `{"connectors":{"name":{"offsets":[...]}, ...}}`, connectors sorted by name.
+//!
+//! Partitions and offsets are encoded by [`codec::json`](crate::codec::json), so the bytes are those
+//! Kafka Connect writes (member order kept, Java spelling of doubles, surrogate-pair escapes).
+
+use crate::codec::json::{self, Json};
+use crate::model::{Offset, OffsetKey, Partition};
+use crate::{Error, Result};
+
+/// One `{"partition":...,"offset":...}` entry: `None` partition is the null partition, `None`
+/// offset a reset.
+pub type OffsetEntry = (Option<Partition>, Option<Offset>);
+
+/// The offsets of one connector, in Kafka Connect's REST shape.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConnectorOffsets {
+    /// The entries in document order.
+    pub offsets: Vec<OffsetEntry>,
+}
+
+impl ConnectorOffsets {
+    /// The offsets stored for one connector (as returned by `OffsetStore::partitions`).
+    pub fn from_stored(entries: &[(OffsetKey, Offset)]) -> Self {
+        ConnectorOffsets {
+            offsets: entries
+                .iter()
+                .map(|(k, o)| (k.partition().cloned(), Some(o.clone())))
+                .collect(),
+        }
+    }
+
+    /// Appends `{"offsets":[...]}` to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"offsets\":[");
+        for (i, (p, o)) in self.offsets.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            encode_entry(p.as_ref(), o.as_ref(), out);
+        }
+        out.extend_from_slice(b"]}");
+    }
+
+    /// The document as a string.
+    pub fn to_json(&self) -> String {
+        let mut out = Vec::new();
+        self.encode(&mut out);
+        String::from_utf8(out).expect("the encoder writes UTF-8")
+    }
+
+    /// Parses `{"offsets":[...]}`. Errors are plain sentences meant for the person who sent the body.
+    pub fn parse(bytes: &[u8]) -> std::result::Result<Self, String> {
+        let json = json::parse(bytes).map_err(|e| format!("the body is not valid JSON: {e}"))?;
+        Self::from_json(json, "the body")
+    }
+
+    fn from_json(json: Json, what: &str) -> std::result::Result<Self, String> {
+        let Json::Object(members) = json else {
+            return Err(format!(
+                "{what} must be a JSON object {{\"offsets\":[...]}}"
+            ));
+        };
+        let mut offsets = None;
+        for (name, value) in members {
+            match name.as_str() {
+                "offsets" => offsets = Some(value),
+                other => {
+                    return Err(format!(
+                        "{what} has an unknown member `{other}` (expected only `offsets`)"
+                    ));
+                }
+            }
+        }
+        let list = match offsets {
+            None | Some(Json::Null) => Vec::new(),
+            Some(Json::Array(items)) => items,
+            Some(_) => return Err(format!("`offsets` in {what} must be an array")),
+        };
+        let mut out = Vec::with_capacity(list.len());
+        for (i, item) in list.into_iter().enumerate() {
+            out.push(parse_entry(item).map_err(|e| format!("offsets[{i}]: {e}"))?);
+        }
+        Ok(ConnectorOffsets { offsets: out })
+    }
+
+    /// The entries as store keys of `connector`, with their offsets (`None` = reset).
+    pub fn into_entries(self, connector: &str) -> Vec<(OffsetKey, Option<Offset>)> {
+        self.offsets
+            .into_iter()
+            .map(|(p, o)| {
+                let key = match p {
+                    Some(p) => OffsetKey::new(connector, p),
+                    None => OffsetKey::null_partition(connector),
+                };
+                (key, o)
+            })
+            .collect()
+    }
+}
+
+fn parse_entry(item: Json) -> std::result::Result<OffsetEntry, String> {
+    let Json::Object(members) = item else {
+        return Err("an entry must be an object {\"partition\":...,\"offset\":...}".into());
+    };
+    let mut partition = None;
+    let mut offset = None;
+    for (name, value) in members {
+        match name.as_str() {
+            "partition" => partition = Some(value),
+            "offset" => offset = Some(value),
+            other => {
+                return Err(format!(
+                    "unknown member `{other}` (expected `partition` and `offset`)"
+                ));
+            }
+        }
+    }
+    let partition = match partition {
+        None => return Err("the partition is missing (use null for the null partition)".into()),
+        Some(Json::Null) => None,
+        Some(Json::Object(m)) => Some(json::to_map(m, "partition")?),
+        Some(_) => return Err("the partition must be a JSON object or null".into()),
+    };
+    let offset = match offset {
+        None | Some(Json::Null) => None,
+        Some(Json::Object(m)) => Some(json::to_map(m, "offset")?),
+        Some(_) => return Err("the offset must be a JSON object, or null to reset".into()),
+    };
+    Ok((partition, offset))
+}
+
+/// Appends one `{"partition":...,"offset":...}` entry.
+pub fn encode_entry(partition: Option<&Partition>, offset: Option<&Offset>, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"partition\":");
+    match partition {
+        Some(p) => json::encode_map(p, out),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"offset\":");
+    match offset {
+        Some(o) => json::encode_map(o, out),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.push(b'}');
+}
+
+/// An export of several connectors: `{"connectors":{"name":{"offsets":[...]}}}`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OffsetsExport {
+    /// Connector names with their offsets, in document order.
+    pub connectors: Vec<(String, ConnectorOffsets)>,
+}
+
+impl OffsetsExport {
+    /// Appends the document to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"connectors\":{");
+        for (i, (name, offsets)) in self.connectors.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            json::encode_str(name, out);
+            out.push(b':');
+            offsets.encode(out);
+        }
+        out.extend_from_slice(b"}}");
+    }
+
+    /// Parses either shape: `{"connectors":{...}}`, or `{"offsets":[...]}` for one connector when
+    /// `connector` names it. Fails naming what is wrong.
+    pub fn parse(bytes: &[u8], connector: Option<&str>) -> Result<Self> {
+        let bad = |r: String| Error::InvalidData(r);
+        let json = json::parse(bytes).map_err(|e| bad(format!("not valid JSON: {e}")))?;
+        let Json::Object(members) = json else {
+            return Err(bad(
+                "expected {\"offsets\":[...]} or {\"connectors\":{...}}".into(),
+            ));
+        };
+        let is_all = members.iter().any(|(n, _)| n == "connectors");
+        if !is_all {
+            let Some(name) = connector else {
+                return Err(bad(
+                    "this is one connector's {\"offsets\":[...]}: say which connector with --connector"
+                        .into(),
+                ));
+            };
+            let one =
+                ConnectorOffsets::from_json(Json::Object(members), "the document").map_err(bad)?;
+            return Ok(OffsetsExport {
+                connectors: vec![(name.to_string(), one)],
+            });
+        }
+        let mut out = Vec::new();
+        for (name, value) in members {
+            if name != "connectors" {
+                return Err(bad(format!("unknown member `{name}` beside `connectors`")));
+            }
+            let Json::Object(conns) = value else {
+                return Err(bad(
+                    "`connectors` must be an object of connector names".into()
+                ));
+            };
+            for (conn, doc) in conns {
+                if connector.is_some_and(|c| c != conn) {
+                    continue;
+                }
+                let offsets = ConnectorOffsets::from_json(doc, &format!("connector `{conn}`"))
+                    .map_err(bad)?;
+                out.push((conn, offsets));
+            }
+        }
+        if let Some(c) = connector
+            && out.is_empty()
+        {
+            return Err(bad(format!("the document has no connector `{c}`")));
+        }
+        Ok(OffsetsExport { connectors: out })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_connects_shape() {
+        let body = br#"{"offsets":[{"partition":{"kafka_topic":"t","kafka_partition":0},"offset":{"kafka_offset":5}},{"partition":null,"offset":null}]}"#;
+        let doc = ConnectorOffsets::parse(body).unwrap();
+        assert_eq!(doc.offsets.len(), 2);
+        assert_eq!(doc.offsets[1], (None, None));
+        assert_eq!(doc.to_json().as_bytes(), body);
+    }
+
+    #[test]
+    fn names_what_is_wrong() {
+        for (body, want) in [
+            (&b"{"[..], "not valid JSON"),
+            (b"[]", "must be a JSON object"),
+            (b"{\"offsets\":{}}", "must be an array"),
+            (
+                b"{\"offsets\":[{}]}",
+                "offsets[0]: the partition is missing",
+            ),
+            (
+                b"{\"offsets\":[{\"partition\":{\"a\":[1]},\"offset\":null}]}",
+                "field `a`",
+            ),
+            (
+                b"{\"offsets\":[{\"partition\":{},\"offset\":5}]}",
+                "the offset must be",
+            ),
+            (b"{\"offset\":[]}", "unknown member `offset`"),
+        ] {
+            let e = ConnectorOffsets::parse(body).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+    }
+
+    #[test]
+    fn export_shapes() {
+        let all = br#"{"connectors":{"a":{"offsets":[{"partition":{"f":1},"offset":{"p":2}}]},"b":{"offsets":[]}}}"#;
+        let doc = OffsetsExport::parse(all, None).unwrap();
+        let mut out = Vec::new();
+        doc.encode(&mut out);
+        assert_eq!(out, all);
+        assert_eq!(
+            OffsetsExport::parse(all, Some("b")).unwrap().connectors[0].0,
+            "b"
+        );
+        let one = br#"{"offsets":[]}"#;
+        assert!(OffsetsExport::parse(one, None).is_err());
+        assert_eq!(
+            OffsetsExport::parse(one, Some("x")).unwrap().connectors[0].0,
+            "x"
+        );
+    }
+}

@@ -1,0 +1,274 @@
+//! Moving offsets from one store to another.
+//!
+//! [`migrate`] makes every connector's offsets in the destination equal to the source's: partitions
+//! missing or different are written, partitions the source lacks are reset. Each connector is one
+//! atomic, unsequenced batch (all of its changes land or none), then both sides are read again and
+//! compared: any difference is an error naming the connector and partition.
+//!
+//! When every connector is migrated, the writers' applied seqs are copied too (one empty sequenced
+//! batch per writer), so a [`CommitBuffer`](crate::buffer::CommitBuffer) whose log moves with the
+//! offsets replays only what the destination lacks instead of refusing to open for a gap.
+
+use std::collections::HashMap;
+
+use crate::model::{Batch, BuildKeyHasher, OffsetKey};
+use crate::store::{OffsetStore, OffsetStoreExt};
+use crate::{Error, Offset, Result};
+
+/// One entry of a batch: a key and its offset, `None` for a reset.
+pub type Entry = (OffsetKey, Option<Offset>);
+
+/// What to migrate.
+#[derive(Debug, Clone, Default)]
+pub struct MigrateOptions {
+    /// Only this connector (writer seqs are then left alone).
+    pub connector: Option<String>,
+    /// Compute and report the changes without writing anything.
+    pub dry_run: bool,
+}
+
+/// The changes one connector needs (or got).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnectorChanges {
+    /// The connector.
+    pub connector: String,
+    /// Partitions the source has and the destination lacks.
+    pub added: usize,
+    /// Partitions whose offsets differ.
+    pub changed: usize,
+    /// Partitions the destination has and the source lacks (reset in the destination).
+    pub removed: usize,
+    /// Partitions already equal.
+    pub unchanged: usize,
+}
+
+impl ConnectorChanges {
+    /// True when nothing is to be written.
+    pub fn is_empty(&self) -> bool {
+        self.added + self.changed + self.removed == 0
+    }
+}
+
+/// What [`migrate`] did (or would do, in a dry run).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MigrateReport {
+    /// Per connector, in name order.
+    pub connectors: Vec<ConnectorChanges>,
+    /// Writers whose applied seq was (or would be) raised in the destination: name, old, new.
+    pub writers: Vec<(String, u64, u64)>,
+    /// True when nothing was written.
+    pub dry_run: bool,
+}
+
+/// The difference between one connector's offsets in two stores: the entries that make the
+/// destination equal to the source, and the counts.
+pub fn plan(
+    from: &dyn OffsetStore,
+    to: &dyn OffsetStore,
+    connector: &str,
+) -> Result<(ConnectorChanges, Vec<Entry>)> {
+    let source = from.partitions(connector)?;
+    let dest = to.partitions(connector)?;
+    let mut dest_by_key: HashMap<&OffsetKey, &Offset, BuildKeyHasher> =
+        HashMap::with_capacity_and_hasher(dest.len(), BuildKeyHasher);
+    for (k, o) in &dest {
+        dest_by_key.insert(k, o);
+    }
+    let mut changes = ConnectorChanges {
+        connector: connector.to_string(),
+        ..Default::default()
+    };
+    let mut entries = Vec::new();
+    for (k, o) in &source {
+        match dest_by_key.remove(k) {
+            None => {
+                changes.added += 1;
+                entries.push((k.clone(), Some(o.clone())));
+            }
+            Some(d) if !same_offset(o, d) => {
+                changes.changed += 1;
+                entries.push((k.clone(), Some(o.clone())));
+            }
+            Some(_) => changes.unchanged += 1,
+        }
+    }
+    let mut extra: Vec<&OffsetKey> = dest_by_key.into_keys().collect();
+    extra.sort();
+    for k in extra {
+        changes.removed += 1;
+        entries.push((k.clone(), None));
+    }
+    Ok((changes, entries))
+}
+
+/// Offsets are equal when Kafka Connect would read back the same values (so `1` and `1.0` differ,
+/// bytes equal their Base64 string, member order does not matter).
+fn same_offset(a: &Offset, b: &Offset) -> bool {
+    if a.needs_normalizing() || b.needs_normalizing() {
+        a.connect_normalized() == b.connect_normalized()
+    } else {
+        a == b
+    }
+}
+
+/// Compares one connector's offsets in both stores; returns a description of each difference
+/// (at most `limit`) and how many there are.
+pub fn compare(
+    from: &dyn OffsetStore,
+    to: &dyn OffsetStore,
+    connector: &str,
+    limit: usize,
+) -> Result<(usize, Vec<String>)> {
+    let (changes, entries) = plan(from, to, connector)?;
+    let n = changes.added + changes.changed + changes.removed;
+    let shown = entries
+        .iter()
+        .take(limit)
+        .map(|(k, o)| match o {
+            Some(o) => format!("{k:?} should be {o}"),
+            None => format!("{k:?} should not exist"),
+        })
+        .collect();
+    Ok((n, shown))
+}
+
+/// Migrates offsets from `from` to `to` (see the module docs).
+pub fn migrate(
+    from: &dyn OffsetStore,
+    to: &dyn OffsetStore,
+    options: &MigrateOptions,
+) -> Result<MigrateReport> {
+    let connectors = match &options.connector {
+        Some(c) => vec![c.clone()],
+        None => {
+            let mut all = from.namespaces()?;
+            for c in to.namespaces()? {
+                if !all.contains(&c) {
+                    all.push(c);
+                }
+            }
+            all.sort();
+            all
+        }
+    };
+    let mut report = MigrateReport {
+        dry_run: options.dry_run,
+        ..Default::default()
+    };
+    for c in &connectors {
+        let (changes, entries) = plan(from, to, c)?;
+        if !options.dry_run && !entries.is_empty() {
+            to.write(entries).map_err(|e| {
+                Error::Invalid(format!(
+                    "writing connector `{c}` to the {} store failed (nothing of it was written): {e}",
+                    to.kind()
+                ))
+            })?;
+        }
+        report.connectors.push(changes);
+    }
+    if options.connector.is_none() {
+        for (writer, seq) in from.writers()? {
+            if writer.is_empty() {
+                continue;
+            }
+            let have = to.applied_seq(&writer)?;
+            if have < seq {
+                if !options.dry_run {
+                    to.apply(&Batch::new(writer.clone(), seq, []))?;
+                }
+                report.writers.push((writer, have, seq));
+            }
+        }
+        if !options.dry_run && !report.writers.is_empty() {
+            to.persist()?;
+        }
+    }
+    if !options.dry_run {
+        for c in &connectors {
+            let (n, shown) = compare(from, to, c, 3)?;
+            if n > 0 {
+                return Err(Error::Invalid(format!(
+                    "verification failed: connector `{c}` differs in {n} partitions after migrating, e.g. {}",
+                    shown.join("; ")
+                )));
+            }
+        }
+        for (writer, _, seq) in &report.writers {
+            let have = to.applied_seq(writer)?;
+            if have < *seq {
+                return Err(Error::Invalid(format!(
+                    "verification failed: writer `{writer}` has applied seq {have} in the destination, expected {seq}"
+                )));
+            }
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+    use crate::{Partition, Value};
+
+    fn key(c: &str, i: i64) -> OffsetKey {
+        OffsetKey::new(c, Partition::new().with("p", i))
+    }
+
+    #[test]
+    fn makes_the_destination_equal_and_verifies() {
+        let from = MemoryStore::new();
+        let to = MemoryStore::new();
+        from.write(vec![
+            (key("a", 1), Some(Offset::new().with("pos", 1))),
+            (key("a", 2), Some(Offset::new().with("pos", 2))),
+            (key("b", 1), Some(Offset::new().with("pos", 1.5))),
+        ])
+        .unwrap();
+        from.apply(&Batch::new("w", 7, [])).unwrap();
+        to.write(vec![
+            (key("a", 2), Some(Offset::new().with("pos", 2))),
+            (key("a", 3), Some(Offset::new().with("pos", 3))),
+            (key("b", 1), Some(Offset::new().with("pos", Value::Int(1)))),
+        ])
+        .unwrap();
+        let dry = migrate(
+            &from,
+            &to,
+            &MigrateOptions {
+                dry_run: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(dry.connectors[0].added, 1);
+        assert_eq!(dry.connectors[0].removed, 1);
+        assert_eq!(dry.connectors[0].unchanged, 1);
+        assert_eq!(dry.connectors[1].changed, 1);
+        assert_eq!(
+            to.get(&key("a", 3)).unwrap().is_some(),
+            true,
+            "dry run wrote"
+        );
+        let done = migrate(&from, &to, &MigrateOptions::default()).unwrap();
+        assert_eq!(done.writers, vec![("w".to_string(), 0, 7)]);
+        assert_eq!(to.all().unwrap(), from.all().unwrap());
+        assert_eq!(to.applied_seq("w").unwrap(), 7);
+        let again = migrate(&from, &to, &MigrateOptions::default()).unwrap();
+        assert!(again.connectors.iter().all(ConnectorChanges::is_empty));
+    }
+
+    #[test]
+    fn offsets_compare_by_value_not_member_order() {
+        let a = Offset::new().with("x", 1).with("y", "s");
+        let b = Offset::new().with("y", "s").with("x", 1);
+        assert!(same_offset(&a, &b));
+        assert!(!same_offset(
+            &a,
+            &Offset::new().with("x", 1.0).with("y", "s")
+        ));
+        let bytes = Offset::new().with("b", vec![1u8, 2]);
+        assert!(same_offset(&bytes, &bytes.connect_normalized()));
+    }
+}

@@ -1,0 +1,502 @@
+//! Reading a log directory without opening it for writing (`connect-offsets wal inspect`), and
+//! repairing it (`connect-offsets wal repair`).
+//!
+//! [`scan`] reads every segment and snapshot and reports each frame with its file, byte offset,
+//! length, kind, checksum state, writer, seq and entry count. It classifies bad bytes exactly as
+//! recovery does: an incomplete frame (or zeros) at the end of the newest non-empty segment is a
+//! **torn tail**, which recovery cuts by itself; anything else that fails its checks is
+//! **corrupt**, which recovery refuses unless its policy is `Skip`. A corrupt region runs to the next
+//! position where an intact frame starts, as recovery's skip does.
+//!
+//! [`repair`] takes the directory's lock (so no commit buffer is using it), cuts a torn tail, and,
+//! only when given a dead-letter file, copies each corrupt region there and removes it from its
+//! segment (a corrupt snapshot file is removed whole). Without one it refuses, naming the first
+//! corrupt file and offset.
+
+use std::collections::BTreeSet;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::frame::{self, FrameError, FrameKind};
+use super::fs::{RealFs, WalFs};
+use super::{parse_gen, segment_name, snapshot_name};
+use crate::dead_letter::{DeadLetter, DeadLetterFile};
+use crate::{Error, Result};
+
+/// Which kind of log file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFileKind {
+    /// `{generation}.wal`: frames of batches.
+    Segment,
+    /// `{generation}.snap`: one snapshot frame.
+    Snapshot,
+}
+
+/// The state of one frame (or of a region of bytes that is not one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameStatus {
+    /// Intact: magic, checksum and payload all good.
+    Ok,
+    /// An incomplete frame at the end of the log: recovery cuts it.
+    Torn(String),
+    /// Bytes that fail their checks before the end of the log.
+    Corrupt(String),
+}
+
+/// One frame, or one region of bad bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameInfo {
+    /// The file it is in.
+    pub file: PathBuf,
+    /// Byte offset within the file.
+    pub offset: u64,
+    /// Bytes (the whole region for bad bytes).
+    pub len: u64,
+    /// Batch or snapshot, when the frame decoded.
+    pub kind: Option<FrameKind>,
+    /// Intact, torn or corrupt.
+    pub status: FrameStatus,
+    /// `Some(true)` when the checksum matched, `Some(false)` when it did not, `None` when it could
+    /// not be checked (bad magic, incomplete frame).
+    pub crc_ok: Option<bool>,
+    /// The batch's writer.
+    pub writer: Option<String>,
+    /// The batch's seq.
+    pub seq: Option<u64>,
+    /// Entries in the batch.
+    pub entries: Option<usize>,
+    /// Connectors (namespaces) the batch touches, sorted.
+    pub connectors: Vec<String>,
+}
+
+/// One file of the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogFile {
+    /// Its path.
+    pub path: PathBuf,
+    /// Segment or snapshot.
+    pub kind: LogFileKind,
+    /// Its generation (from the name).
+    pub generation: u64,
+    /// Its size.
+    pub bytes: u64,
+    /// Its frames in order.
+    pub frames: Vec<FrameInfo>,
+}
+
+/// Everything [`scan`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogScan {
+    /// The directory.
+    pub dir: PathBuf,
+    /// Snapshots and segments in generation order (a snapshot before the segment of the same
+    /// generation's successors).
+    pub files: Vec<LogFile>,
+}
+
+impl LogScan {
+    /// Every frame of every file, in order.
+    pub fn frames(&self) -> impl Iterator<Item = &FrameInfo> {
+        self.files.iter().flat_map(|f| &f.frames)
+    }
+
+    /// Frames that are intact.
+    pub fn intact(&self) -> usize {
+        self.frames()
+            .filter(|f| f.status == FrameStatus::Ok)
+            .count()
+    }
+
+    /// The torn tail, if any.
+    pub fn torn(&self) -> Option<&FrameInfo> {
+        self.frames()
+            .find(|f| matches!(f.status, FrameStatus::Torn(_)))
+    }
+
+    /// Corrupt regions.
+    pub fn corrupt(&self) -> Vec<&FrameInfo> {
+        self.frames()
+            .filter(|f| matches!(f.status, FrameStatus::Corrupt(_)))
+            .collect()
+    }
+
+    /// Per writer, the seqs of intact batch frames as ranges `(first, last)` with no gap.
+    pub fn seq_ranges(&self) -> Vec<(String, Vec<(u64, u64)>)> {
+        let mut by_writer: std::collections::BTreeMap<String, BTreeSet<u64>> = Default::default();
+        for f in self.frames() {
+            if let (Some(w), Some(s), Some(FrameKind::Batch)) = (&f.writer, f.seq, f.kind) {
+                by_writer.entry(w.clone()).or_default().insert(s);
+            }
+        }
+        by_writer
+            .into_iter()
+            .map(|(w, seqs)| {
+                let mut ranges: Vec<(u64, u64)> = Vec::new();
+                for s in seqs {
+                    match ranges.last_mut() {
+                        Some((_, last)) if *last + 1 == s => *last = s,
+                        _ => ranges.push((s, s)),
+                    }
+                }
+                (w, ranges)
+            })
+            .collect()
+    }
+}
+
+fn decoded(file: &Path, offset: usize, f: &frame::Frame) -> FrameInfo {
+    let connectors: BTreeSet<&str> = f.batch.entries.keys().map(|k| k.namespace()).collect();
+    FrameInfo {
+        file: file.to_path_buf(),
+        offset: offset as u64,
+        len: f.len as u64,
+        kind: Some(f.kind),
+        status: FrameStatus::Ok,
+        crc_ok: Some(true),
+        writer: Some(f.batch.writer.clone()),
+        seq: Some(f.batch.seq),
+        entries: Some(f.batch.entries.len()),
+        connectors: connectors.into_iter().map(str::to_string).collect(),
+    }
+}
+
+fn bad(
+    file: &Path,
+    offset: usize,
+    len: usize,
+    status: FrameStatus,
+    crc_ok: Option<bool>,
+) -> FrameInfo {
+    FrameInfo {
+        file: file.to_path_buf(),
+        offset: offset as u64,
+        len: len as u64,
+        kind: None,
+        status,
+        crc_ok,
+        writer: None,
+        seq: None,
+        entries: None,
+        connectors: Vec::new(),
+    }
+}
+
+fn crc_state(e: &FrameError) -> Option<bool> {
+    match e {
+        FrameError::Corrupt(r) if r.starts_with("checksum mismatch") => Some(false),
+        FrameError::Corrupt(r) if r.starts_with("bad magic") || r.starts_with("length") => None,
+        FrameError::Corrupt(_) => Some(true),
+        FrameError::Incomplete { .. } => None,
+    }
+}
+
+/// The frames of one segment's bytes. `is_last` says whether it is the newest non-empty segment
+/// (only there can an incomplete frame be a torn tail).
+pub fn scan_segment(path: &Path, bytes: &[u8], is_last: bool) -> Vec<FrameInfo> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        match frame::decode(&bytes[pos..]) {
+            Ok(f) if f.kind == FrameKind::Batch => {
+                out.push(decoded(path, pos, &f));
+                pos += f.len;
+            }
+            result => {
+                let rest = &bytes[pos..];
+                let torn = matches!(result, Err(FrameError::Incomplete { .. }))
+                    || rest.iter().all(|b| *b == 0);
+                let (reason, crc_ok) = match &result {
+                    Ok(_) => ("a snapshot frame inside a segment".to_string(), Some(true)),
+                    Err(e) => (e.to_string(), crc_state(e)),
+                };
+                if torn && is_last {
+                    out.push(bad(
+                        path,
+                        pos,
+                        rest.len(),
+                        FrameStatus::Torn(reason),
+                        crc_ok,
+                    ));
+                    break;
+                }
+                // The same resynchronisation as recovery's skip: the next intact frame.
+                let mut next = pos + 1;
+                while let Some(m) = frame::find_magic(bytes, next) {
+                    if frame::decode(&bytes[m..]).is_ok() {
+                        break;
+                    }
+                    next = m + 1;
+                }
+                let end = frame::find_magic(bytes, next)
+                    .filter(|m| frame::decode(&bytes[*m..]).is_ok())
+                    .unwrap_or(bytes.len());
+                out.push(bad(
+                    path,
+                    pos,
+                    end - pos,
+                    FrameStatus::Corrupt(reason),
+                    crc_ok,
+                ));
+                pos = end;
+            }
+        }
+    }
+    out
+}
+
+/// Reads the log directory `dir` without locking or changing it. (A writer appending meanwhile
+/// may show as a torn tail.)
+pub fn scan(dir: &Path) -> Result<LogScan> {
+    let fs = RealFs;
+    let names = fs
+        .list(dir)
+        .map_err(|e| Error::io("list log directory", dir, e))?;
+    let mut files: Vec<(u64, LogFileKind)> = Vec::new();
+    for name in &names {
+        if let Some(g) = parse_gen(name, ".wal") {
+            files.push((g, LogFileKind::Segment));
+        } else if let Some(g) = parse_gen(name, ".snap") {
+            files.push((g, LogFileKind::Snapshot));
+        }
+    }
+    // A snapshot of generation g covers segments up to g: list it after them.
+    files.sort_by_key(|(g, k)| (*g, matches!(k, LogFileKind::Snapshot)));
+    let mut contents = Vec::with_capacity(files.len());
+    for (g, kind) in files {
+        let path = dir.join(match kind {
+            LogFileKind::Segment => segment_name(g),
+            LogFileKind::Snapshot => snapshot_name(g),
+        });
+        let bytes = fs
+            .read(&path)
+            .map_err(|e| Error::io("read log file", &path, e))?;
+        contents.push((g, kind, path, bytes));
+    }
+    let last_nonempty = contents
+        .iter()
+        .rposition(|(_, k, _, b)| *k == LogFileKind::Segment && !b.is_empty());
+    let mut out = LogScan {
+        dir: dir.to_path_buf(),
+        files: Vec::new(),
+    };
+    for (i, (generation, kind, path, bytes)) in contents.into_iter().enumerate() {
+        let frames = match kind {
+            LogFileKind::Segment => scan_segment(&path, &bytes, Some(i) == last_nonempty),
+            LogFileKind::Snapshot => match frame::decode(&bytes) {
+                Ok(f) if f.kind == FrameKind::Snapshot && f.len == bytes.len() => {
+                    vec![decoded(&path, 0, &f)]
+                }
+                Ok(_) => vec![bad(
+                    &path,
+                    0,
+                    bytes.len(),
+                    FrameStatus::Corrupt("not a single snapshot frame".into()),
+                    Some(true),
+                )],
+                Err(e) => vec![bad(
+                    &path,
+                    0,
+                    bytes.len(),
+                    FrameStatus::Corrupt(e.to_string()),
+                    crc_state(&e),
+                )],
+            },
+        };
+        out.files.push(LogFile {
+            path,
+            kind,
+            generation,
+            bytes: bytes.len() as u64,
+            frames,
+        });
+    }
+    Ok(out)
+}
+
+/// What [`repair`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RepairReport {
+    /// Torn tails cut: file, the length it was cut to, bytes removed.
+    pub cut: Vec<(PathBuf, u64, u64)>,
+    /// Corrupt regions moved to the dead-letter file: file, offset, length.
+    pub quarantined: Vec<(PathBuf, u64, u64)>,
+    /// Corrupt snapshot files removed.
+    pub removed_files: Vec<PathBuf>,
+}
+
+impl RepairReport {
+    /// True when nothing needed doing.
+    pub fn is_empty(&self) -> bool {
+        self.cut.is_empty() && self.quarantined.is_empty() && self.removed_files.is_empty()
+    }
+}
+
+/// Repairs the log in `dir` (see the module docs). Fails with [`Error::Locked`] when a commit
+/// buffer holds the directory, and with [`Error::Corrupted`] naming the first corrupt region when
+/// there is one and no `quarantine` file was given (nothing is changed then, not even a torn tail).
+pub fn repair(dir: &Path, quarantine: Option<&DeadLetterFile>) -> Result<RepairReport> {
+    let fs = RealFs;
+    if !dir.is_dir() {
+        return Err(Error::io(
+            "open log directory",
+            dir,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+        ));
+    }
+    let _lock = fs.lock(dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock => Error::Locked {
+            path: dir.to_path_buf(),
+            reason: e.to_string(),
+        },
+        _ => Error::io("lock log directory", dir, e),
+    })?;
+    let scan = scan(dir)?;
+    let corrupt = scan.corrupt();
+    if let (Some(first), None) = (corrupt.first(), quarantine) {
+        let FrameStatus::Corrupt(reason) = &first.status else {
+            unreachable!("corrupt() returns corrupt frames")
+        };
+        return Err(Error::Corrupted {
+            file: first.file.clone(),
+            offset: first.offset,
+            reason: format!(
+                "{reason} ({} corrupt region(s) in the log; rerun with --quarantine to move them to the dead-letter file)",
+                corrupt.len()
+            ),
+        });
+    }
+    let mut report = RepairReport::default();
+    for file in &scan.files {
+        let bad_frames: Vec<&FrameInfo> = file
+            .frames
+            .iter()
+            .filter(|f| f.status != FrameStatus::Ok)
+            .collect();
+        if bad_frames.is_empty() {
+            continue;
+        }
+        let bytes = fs
+            .read(&file.path)
+            .map_err(|e| Error::io("read log file", &file.path, e))?;
+        for f in &bad_frames {
+            if let (FrameStatus::Corrupt(reason), Some(dl)) = (&f.status, quarantine) {
+                let region = &bytes[f.offset as usize..(f.offset + f.len) as usize];
+                dl.write(&DeadLetter {
+                    source: "wal",
+                    location: vec![
+                        ("file", f.file.display().to_string()),
+                        ("offset", f.offset.to_string()),
+                    ],
+                    reason: format!("removed by wal repair --quarantine: {reason}"),
+                    blobs: vec![("bytes", Some(region))],
+                })?;
+                report.quarantined.push((f.file.clone(), f.offset, f.len));
+            }
+        }
+        if file.kind == LogFileKind::Snapshot {
+            fs.remove(&file.path)
+                .map_err(|e| Error::io("remove corrupt snapshot", &file.path, e))?;
+            report.removed_files.push(file.path.clone());
+            continue;
+        }
+        let only_torn_tail =
+            bad_frames.len() == 1 && matches!(bad_frames[0].status, FrameStatus::Torn(_));
+        if only_torn_tail {
+            let at = bad_frames[0].offset;
+            let mut f = fs
+                .open_append(&file.path)
+                .map_err(|e| Error::io("open segment", &file.path, e))?;
+            f.truncate(at)
+                .map_err(|e| Error::io("truncate segment", &file.path, e))?;
+            f.sync()
+                .map_err(|e| Error::io("sync segment", &file.path, e))?;
+            report
+                .cut
+                .push((file.path.clone(), at, bytes.len() as u64 - at));
+            continue;
+        }
+        // Rewrite the segment with its intact frames only: temp file, sync, rename, sync dir.
+        let mut kept = Vec::with_capacity(bytes.len());
+        for f in &file.frames {
+            match &f.status {
+                FrameStatus::Ok => {
+                    kept.extend_from_slice(&bytes[f.offset as usize..(f.offset + f.len) as usize])
+                }
+                FrameStatus::Torn(_) => {
+                    report
+                        .cut
+                        .push((file.path.clone(), kept.len() as u64, f.len))
+                }
+                FrameStatus::Corrupt(_) => {}
+            }
+        }
+        let tmp = file.path.with_extension("wal.repair.tmp");
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut out = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .mode(0o600)
+                .open(&tmp)
+                .map_err(|e| Error::io("create", &tmp, e))?;
+            out.write_all(&kept)
+                .and_then(|_| out.sync_all())
+                .map_err(|e| Error::io("write", &tmp, e))?;
+        }
+        fs.rename(&tmp, &file.path)
+            .map_err(|e| Error::io("rename repaired segment", &tmp, e))?;
+    }
+    if !report.is_empty() {
+        fs.sync_dir(dir)
+            .map_err(|e| Error::io("sync log directory", dir, e))?;
+        tracing::warn!(dir = %dir.display(), cut = report.cut.len(), quarantined = report.quarantined.len(),
+            removed = report.removed_files.len(), "repaired the write-ahead log");
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Batch;
+    use crate::{Offset, OffsetKey, Partition};
+
+    fn batch(seq: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        let b = Batch::new(
+            "w",
+            seq,
+            [(
+                OffsetKey::new("c", Partition::new().with("p", seq as i64)),
+                Some(Offset::new().with("pos", 1)),
+            )],
+        );
+        frame::encode(FrameKind::Batch, &b, &mut out);
+        out
+    }
+
+    #[test]
+    fn classifies_like_recovery() {
+        let p = Path::new("x.wal");
+        let mut bytes = batch(1);
+        let second = bytes.len();
+        bytes.extend(batch(2));
+        bytes[second + 20] ^= 0xff; // corrupt the second frame's payload
+        let third = bytes.len();
+        bytes.extend(batch(3));
+        let tail = batch(4);
+        bytes.extend(&tail[..tail.len() - 3]);
+        let frames = scan_segment(p, &bytes, true);
+        assert_eq!(frames.len(), 4, "{frames:?}");
+        assert_eq!(frames[0].seq, Some(1));
+        assert!(matches!(frames[1].status, FrameStatus::Corrupt(_)));
+        assert_eq!(frames[1].crc_ok, Some(false));
+        assert_eq!(frames[1].len as usize, third - second);
+        assert_eq!(frames[2].seq, Some(3));
+        assert!(matches!(frames[3].status, FrameStatus::Torn(_)));
+        // Not the last segment: the incomplete frame is corruption.
+        let frames = scan_segment(p, &bytes, false);
+        assert!(matches!(frames[3].status, FrameStatus::Corrupt(_)));
+    }
+}
