@@ -1,20 +1,34 @@
-//! The command-line tool.
+//! The command-line tool: the dispatcher and what the commands share.
 //!
-//! Exit codes: 0 success, 1 an error (bad input, a store that fails), 2 a usage error (from clap),
-//! 3 not found (no offset for the partition asked for).
+//! Exit codes (a script can rely on them):
+//! * 0: success (for `migrate --dry-run` and `import --dry-run` also when changes are pending);
+//! * 1: an error: bad input, a store that fails, a store or log in use by a running writer
+//!   (the message then says "locked by another process"), a migration whose verification failed;
+//! * 2: a usage error (from clap);
+//! * 3: not found: no offset for the partition asked for (`get`, `reset --partition`);
+//! * 4: corruption: `wal inspect` found corrupt frames, `wal repair` refused to touch them without
+//!   `--quarantine`.
+//!
+//! Results go to stdout (JSON where a script would read them, or with `--json`); messages go to
+//! stderr. Commands per concern: [`ops`] (offsets), [`wal`] (the write-ahead log), [`serve`]
+//! (Kafka Connect's offsets REST API), [`bench`].
 
 use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use connect_offsets::codec::json;
-use connect_offsets::store::OffsetStoreExt;
 use connect_offsets::{Error, Offset, OffsetKey, OffsetStore};
 
 mod bench;
+mod ops;
+mod serve;
+mod wal;
 
 /// Exit code for "no such offset".
-const NOT_FOUND: u8 = 3;
+pub(crate) const NOT_FOUND: u8 = 3;
+/// Exit code for "the log holds corrupt frames".
+pub(crate) const CORRUPT: u8 = 4;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -28,65 +42,48 @@ struct Cli {
 }
 
 #[derive(clap::Args, Debug, Clone)]
-struct StoreArg {
+pub(crate) struct StoreArg {
     /// The store: memory://, rocksdb:///path or kafka://host:port/topic?...
     #[arg(long, env = "CONNECT_OFFSETS_STORE")]
-    store: String,
+    pub(crate) store: String,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Lists the connectors (namespaces) that have offsets, one per line (--json: a JSON array).
+    Connectors(ops::ConnectorsArgs),
     /// Prints every offset of a connector as {"offsets":[{"partition":...,"offset":...}]}.
-    List {
-        #[command(flatten)]
-        store: StoreArg,
-        /// The connector (namespace).
-        #[arg(long)]
-        connector: String,
-    },
+    List(ops::ListArgs),
     /// Prints the offset of one partition as {"partition":...,"offset":...}; exit code 3 if none.
-    Get {
-        #[command(flatten)]
-        store: StoreArg,
-        /// The connector (namespace).
-        #[arg(long)]
-        connector: String,
-        /// The partition as a JSON object (or null).
-        #[arg(long)]
-        partition: String,
-    },
+    Get(ops::GetArgs),
     /// Sets the offset of one partition.
-    Set {
-        #[command(flatten)]
-        store: StoreArg,
-        /// The connector (namespace).
-        #[arg(long)]
-        connector: String,
-        /// The partition as a JSON object (or null).
-        #[arg(long)]
-        partition: String,
-        /// The offset as a JSON object.
-        #[arg(long)]
-        offset: String,
-    },
+    Set(ops::SetArgs),
     /// Resets one partition (--partition), or every partition of the connector (--all).
-    Reset {
-        #[command(flatten)]
-        store: StoreArg,
-        /// The connector (namespace).
-        #[arg(long)]
-        connector: String,
-        /// The partition as a JSON object (or null).
-        #[arg(long, conflicts_with = "all", required_unless_present = "all")]
-        partition: Option<String>,
-        /// Reset every partition of the connector.
-        #[arg(long)]
-        all: bool,
+    Reset(ops::ResetArgs),
+    /// Writes offsets as Kafka Connect's JSON: one connector's {"offsets":[...]} with --connector,
+    /// else {"connectors":{"name":{"offsets":[...]}}}.
+    Export(ops::ExportArgs),
+    /// Reads offsets written by `export` (or Kafka Connect's GET .../offsets) into a store; one
+    /// atomic batch per connector. "offset": null resets a partition.
+    Import(ops::ImportArgs),
+    /// Makes the destination's offsets equal to the source's, one atomic batch per connector, and
+    /// verifies both sides afterwards.
+    Migrate(ops::MigrateArgs),
+    /// Per-connector commit age and lag, where the store can tell.
+    Lag(ops::LagArgs),
+    /// The write-ahead log: inspect its frames, repair it.
+    Wal {
+        #[command(subcommand)]
+        command: wal::WalCommand,
     },
+    /// Serves Kafka Connect's offsets REST API (GET/PATCH/DELETE /connectors/{name}/offsets,
+    /// GET /connectors) and Prometheus metrics (/metrics) over a store.
+    Serve(serve::ServeArgs),
     /// Writes offsets through a store and prints how fast.
     Bench(bench::BenchArgs),
 }
 
+/// Runs the tool.
 pub fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CONNECT_OFFSETS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
@@ -104,12 +101,32 @@ pub fn main() -> ExitCode {
                 eprintln!("  caused by: {s}");
                 source = s.source();
             }
-            ExitCode::FAILURE
+            match e {
+                Error::Corrupted { .. } => ExitCode::from(CORRUPT),
+                _ => ExitCode::FAILURE,
+            }
         }
     }
 }
 
-fn open(store: &StoreArg) -> connect_offsets::Result<Box<dyn OffsetStore>> {
+fn run(command: Command) -> connect_offsets::Result<ExitCode> {
+    match command {
+        Command::Connectors(a) => ops::connectors(a),
+        Command::List(a) => ops::list(a),
+        Command::Get(a) => ops::get(a),
+        Command::Set(a) => ops::set(a),
+        Command::Reset(a) => ops::reset(a),
+        Command::Export(a) => ops::export(a),
+        Command::Import(a) => ops::import(a),
+        Command::Migrate(a) => ops::migrate(a),
+        Command::Lag(a) => ops::lag(a),
+        Command::Wal { command } => wal::run(command),
+        Command::Serve(a) => serve::run(a),
+        Command::Bench(args) => bench::run(args).map(|()| ExitCode::SUCCESS),
+    }
+}
+
+pub(crate) fn open(store: &StoreArg) -> connect_offsets::Result<Box<dyn OffsetStore>> {
     connect_offsets::open(&store.store)
 }
 
@@ -142,22 +159,8 @@ pub(crate) fn parse_offset(offset: &str) -> connect_offsets::Result<Offset> {
     }
 }
 
-/// `{"partition":...,"offset":...}` in Connect's REST shape.
-pub(crate) fn entry_json(key: &OffsetKey, offset: Option<&Offset>, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"{\"partition\":");
-    match key.partition() {
-        Some(p) => json::encode_map(p, out),
-        None => out.extend_from_slice(b"null"),
-    }
-    out.extend_from_slice(b",\"offset\":");
-    match offset {
-        Some(o) => json::encode_map(o, out),
-        None => out.extend_from_slice(b"null"),
-    }
-    out.push(b'}');
-}
-
-fn print(bytes: &[u8]) -> connect_offsets::Result<()> {
+/// Writes `bytes` and a newline to stdout.
+pub(crate) fn print(bytes: &[u8]) -> connect_offsets::Result<()> {
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(bytes)
@@ -166,71 +169,9 @@ fn print(bytes: &[u8]) -> connect_offsets::Result<()> {
         .map_err(|e| Error::io("write", "stdout", e))
 }
 
-fn run(command: Command) -> connect_offsets::Result<ExitCode> {
-    match command {
-        Command::List { store, connector } => {
-            let store = open(&store)?;
-            let mut out = b"{\"offsets\":[".to_vec();
-            for (i, (key, offset)) in store.partitions(&connector)?.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                entry_json(key, Some(offset), &mut out);
-            }
-            out.extend_from_slice(b"]}");
-            print(&out)?;
-        }
-        Command::Get {
-            store,
-            connector,
-            partition,
-        } => {
-            let key = parse_key(&connector, &partition)?;
-            let store = open(&store)?;
-            let offset = store.get(&key)?;
-            let mut out = Vec::new();
-            entry_json(&key, offset.as_ref(), &mut out);
-            print(&out)?;
-            if offset.is_none() {
-                eprintln!("no offset stored for partition {partition} of connector `{connector}`");
-                return Ok(ExitCode::from(NOT_FOUND));
-            }
-        }
-        Command::Set {
-            store,
-            connector,
-            partition,
-            offset,
-        } => {
-            let key = parse_key(&connector, &partition)?;
-            let offset = parse_offset(&offset)?;
-            let store = open(&store)?;
-            store.set(key, offset)?;
-        }
-        Command::Reset {
-            store,
-            connector,
-            partition,
-            all,
-        } => {
-            let store = open(&store)?;
-            match partition {
-                Some(p) => {
-                    let key = parse_key(&connector, &p)?;
-                    if store.get(&key)?.is_none() {
-                        eprintln!("no offset stored for partition {p} of connector `{connector}`");
-                        return Ok(ExitCode::from(NOT_FOUND));
-                    }
-                    store.reset(key)?;
-                }
-                None => {
-                    debug_assert!(all);
-                    let n = store.reset_namespace(&connector)?;
-                    eprintln!("reset {n} partitions of connector `{connector}`");
-                }
-            }
-        }
-        Command::Bench(args) => bench::run(args)?,
-    }
-    Ok(ExitCode::SUCCESS)
+/// A JSON string literal.
+pub(crate) fn quoted(s: &str) -> String {
+    let mut out = Vec::with_capacity(s.len() + 2);
+    json::encode_str(s, &mut out);
+    String::from_utf8(out).expect("the encoder writes UTF-8")
 }

@@ -1,0 +1,532 @@
+//! Offset commands: connectors, list, get, set, reset, export, import, migrate, lag.
+
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use connect_offsets::connector_offsets::{ConnectorOffsets, OffsetsExport, encode_entry};
+use connect_offsets::migrate::{MigrateOptions, MigrateReport};
+use connect_offsets::store::OffsetStoreExt;
+use connect_offsets::wal::frame::FrameKind;
+use connect_offsets::wal::inspect;
+use connect_offsets::{Error, OffsetKey, OffsetStore, Result};
+
+use super::{NOT_FOUND, StoreArg, open, parse_key, parse_offset, print, quoted};
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ConnectorsArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// Print a JSON array (what Kafka Connect's GET /connectors returns).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ListArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// The connector (namespace).
+    #[arg(long)]
+    connector: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct GetArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// The connector (namespace).
+    #[arg(long)]
+    connector: String,
+    /// The partition as a JSON object (or null).
+    #[arg(long)]
+    partition: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct SetArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// The connector (namespace).
+    #[arg(long)]
+    connector: String,
+    /// The partition as a JSON object (or null).
+    #[arg(long)]
+    partition: String,
+    /// The offset as a JSON object.
+    #[arg(long)]
+    offset: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ResetArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// The connector (namespace).
+    #[arg(long)]
+    connector: String,
+    /// The partition as a JSON object (or null).
+    #[arg(long, conflicts_with = "all", required_unless_present = "all")]
+    partition: Option<String>,
+    /// Reset every partition of the connector.
+    #[arg(long)]
+    all: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ExportArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// Only this connector, as Kafka Connect's {"offsets":[...]}.
+    #[arg(long)]
+    connector: Option<String>,
+    /// Write to this file instead of stdout.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ImportArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// The connector a {"offsets":[...]} document is for; with {"connectors":{...}}, import only it.
+    #[arg(long)]
+    connector: Option<String>,
+    /// Read from this file (`-` or nothing: stdin).
+    #[arg(long, short)]
+    input: Option<PathBuf>,
+    /// Also reset the connector's partitions the document does not name (the connector then holds
+    /// exactly the document's offsets).
+    #[arg(long)]
+    replace: bool,
+    /// Print what would change and write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct MigrateArgs {
+    /// The store to copy from.
+    #[arg(long)]
+    from: String,
+    /// The store to copy to.
+    #[arg(long)]
+    to: String,
+    /// Only this connector (writer seqs are then not copied).
+    #[arg(long)]
+    connector: Option<String>,
+    /// Print what would change and write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct LagArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// A commit buffer's log directory: batches it holds that the store has not applied, and the
+    /// age of each connector's newest logged batch.
+    #[arg(long)]
+    wal_dir: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn connectors(a: ConnectorsArgs) -> Result<ExitCode> {
+    let store = open(&a.store)?;
+    let names = store.namespaces()?;
+    if a.json {
+        let items: Vec<String> = names.iter().map(|n| quoted(n)).collect();
+        print(format!("[{}]", items.join(",")).as_bytes())?;
+    } else {
+        for n in names {
+            print(n.as_bytes())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn list(a: ListArgs) -> Result<ExitCode> {
+    let store = open(&a.store)?;
+    let doc = ConnectorOffsets::from_stored(&store.partitions(&a.connector)?);
+    print(doc.to_json().as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn get(a: GetArgs) -> Result<ExitCode> {
+    let key = parse_key(&a.connector, &a.partition)?;
+    let store = open(&a.store)?;
+    let offset = store.get(&key)?;
+    let mut out = Vec::new();
+    encode_entry(key.partition(), offset.as_ref(), &mut out);
+    print(&out)?;
+    if offset.is_none() {
+        eprintln!(
+            "no offset stored for partition {} of connector `{}`",
+            a.partition, a.connector
+        );
+        return Ok(ExitCode::from(NOT_FOUND));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn set(a: SetArgs) -> Result<ExitCode> {
+    let key = parse_key(&a.connector, &a.partition)?;
+    let offset = parse_offset(&a.offset)?;
+    let store = open(&a.store)?;
+    store.set(key, offset)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn reset(a: ResetArgs) -> Result<ExitCode> {
+    let store = open(&a.store)?;
+    match a.partition {
+        Some(p) => {
+            let key = parse_key(&a.connector, &p)?;
+            if store.get(&key)?.is_none() {
+                eprintln!(
+                    "no offset stored for partition {p} of connector `{}`",
+                    a.connector
+                );
+                return Ok(ExitCode::from(NOT_FOUND));
+            }
+            store.reset(key)?;
+            eprintln!("reset 1 partition of connector `{}`", a.connector);
+        }
+        None => {
+            let n = store.reset_namespace(&a.connector)?;
+            eprintln!("reset {n} partitions of connector `{}`", a.connector);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The export document of `store` (one connector, or all).
+pub(crate) fn export_bytes(store: &dyn OffsetStore, connector: Option<&str>) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    match connector {
+        Some(c) => ConnectorOffsets::from_stored(&store.partitions(c)?).encode(&mut out),
+        None => {
+            let mut doc = OffsetsExport::default();
+            for c in store.namespaces()? {
+                let offsets = ConnectorOffsets::from_stored(&store.partitions(&c)?);
+                doc.connectors.push((c, offsets));
+            }
+            doc.encode(&mut out);
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn export(a: ExportArgs) -> Result<ExitCode> {
+    let store = open(&a.store)?;
+    let out = export_bytes(&*store, a.connector.as_deref())?;
+    match &a.output {
+        Some(path) => {
+            let mut bytes = out;
+            bytes.push(b'\n');
+            std::fs::write(path, bytes).map_err(|e| Error::io("write", path, e))?;
+        }
+        None => print(&out)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
+    let bytes = match a.input.as_deref() {
+        Some(p) if p.as_os_str() != "-" => std::fs::read(p).map_err(|e| Error::io("read", p, e))?,
+        _ => {
+            let mut buf = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut buf)
+                .map_err(|e| Error::io("read", "stdin", e))?;
+            buf
+        }
+    };
+    let doc = OffsetsExport::parse(&bytes, a.connector.as_deref())?;
+    let store = open(&a.store)?;
+    let mut rows = Vec::new();
+    for (connector, offsets) in doc.connectors {
+        let mut entries = offsets.into_entries(&connector);
+        let (mut set, mut reset) = (0usize, 0usize);
+        for (_, o) in &entries {
+            if o.is_some() {
+                set += 1;
+            } else {
+                reset += 1;
+            }
+        }
+        if a.replace {
+            let named: std::collections::HashSet<OffsetKey> =
+                entries.iter().map(|(k, _)| k.clone()).collect();
+            for (k, _) in store.partitions(&connector)? {
+                if !named.contains(&k) {
+                    entries.push((k, None));
+                    reset += 1;
+                }
+            }
+        }
+        if !a.dry_run && !entries.is_empty() {
+            store.write(entries).map_err(|e| {
+                Error::Invalid(format!(
+                    "importing connector `{connector}` failed (nothing of it was written): {e}"
+                ))
+            })?;
+        }
+        rows.push((connector, set, reset));
+    }
+    if a.json {
+        let items: Vec<String> = rows
+            .iter()
+            .map(|(c, s, r)| format!("{{\"name\":{},\"set\":{s},\"reset\":{r}}}", quoted(c)))
+            .collect();
+        print(
+            format!(
+                "{{\"dry_run\":{},\"connectors\":[{}]}}",
+                a.dry_run,
+                items.join(",")
+            )
+            .as_bytes(),
+        )?;
+    }
+    for (c, s, r) in &rows {
+        let verb = if a.dry_run {
+            "would import"
+        } else {
+            "imported"
+        };
+        eprintln!("{verb} connector `{c}`: {s} set, {r} reset");
+    }
+    if a.dry_run {
+        eprintln!("dry run: nothing written");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn migrate_json(report: &MigrateReport, elapsed: f64) -> String {
+    let conns: Vec<String> = report
+        .connectors
+        .iter()
+        .map(|c| {
+            format!(
+                "{{\"name\":{},\"added\":{},\"changed\":{},\"removed\":{},\"unchanged\":{}}}",
+                quoted(&c.connector),
+                c.added,
+                c.changed,
+                c.removed,
+                c.unchanged
+            )
+        })
+        .collect();
+    let writers: Vec<String> = report
+        .writers
+        .iter()
+        .map(|(w, from, to)| {
+            format!(
+                "{{\"writer\":{},\"from_seq\":{from},\"to_seq\":{to}}}",
+                quoted(w)
+            )
+        })
+        .collect();
+    format!(
+        "{{\"dry_run\":{},\"verified\":{},\"connectors\":[{}],\"writers\":[{}],\"elapsed_s\":{elapsed:.3}}}",
+        report.dry_run,
+        !report.dry_run,
+        conns.join(","),
+        writers.join(",")
+    )
+}
+
+pub(crate) fn migrate(a: MigrateArgs) -> Result<ExitCode> {
+    if a.from == a.to && !a.from.starts_with("memory:") {
+        return Err(Error::Invalid(format!(
+            "--from and --to name the same store `{}`",
+            a.from
+        )));
+    }
+    let started = Instant::now();
+    let from = connect_offsets::open(&a.from)?;
+    let to = connect_offsets::open(&a.to)?;
+    let options = MigrateOptions {
+        connector: a.connector.clone(),
+        dry_run: a.dry_run,
+    };
+    let report = connect_offsets::migrate::migrate(&*from, &*to, &options)?;
+    let elapsed = started.elapsed().as_secs_f64();
+    if a.json {
+        print(migrate_json(&report, elapsed).as_bytes())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let verb = if report.dry_run { "would" } else { "did" };
+    let mut written = 0;
+    for c in &report.connectors {
+        written += c.added + c.changed + c.removed;
+        print(
+            format!(
+                "connector {}: {verb} add {}, change {}, remove {}; {} unchanged",
+                c.connector, c.added, c.changed, c.removed, c.unchanged
+            )
+            .as_bytes(),
+        )?;
+    }
+    for (w, old, new) in &report.writers {
+        print(format!("writer {w}: {verb} raise applied seq {old} -> {new}").as_bytes())?;
+    }
+    if report.dry_run {
+        print(
+            format!(
+                "dry run: {written} partitions of {} connectors would be written; nothing written",
+                report.connectors.len()
+            )
+            .as_bytes(),
+        )?;
+    } else {
+        print(
+            format!(
+                "migrated {} connectors ({written} partitions written) from {} to {} in {elapsed:.3} s; verified: both sides equal",
+                report.connectors.len(),
+                from.kind(),
+                to.kind()
+            )
+            .as_bytes(),
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn is_sink_partition(key: &OffsetKey) -> bool {
+    key.partition()
+        .is_some_and(|p| p.get("kafka_topic").is_some() && p.get("kafka_partition").is_some())
+}
+
+pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
+    let store = open(&a.store)?;
+    struct Row {
+        connector: String,
+        partitions: usize,
+        sink_partitions: usize,
+        /// Seconds since the newest logged batch touching the connector was written (lower bound:
+        /// the segment's modification time).
+        commit_age: Option<f64>,
+        /// Entries logged but not yet applied to the store.
+        unapplied: usize,
+    }
+    let mut rows: Vec<Row> = Vec::new();
+    for c in store.namespaces()? {
+        let parts = store.partitions(&c)?;
+        rows.push(Row {
+            sink_partitions: parts.iter().filter(|(k, _)| is_sink_partition(k)).count(),
+            partitions: parts.len(),
+            connector: c,
+            commit_age: None,
+            unapplied: 0,
+        });
+    }
+    if let Some(dir) = &a.wal_dir {
+        let scan = inspect::scan(dir)?;
+        let mut applied = std::collections::HashMap::new();
+        for f in scan.frames() {
+            if let (Some(w), Some(FrameKind::Batch)) = (&f.writer, f.kind)
+                && !applied.contains_key(w)
+            {
+                applied.insert(w.clone(), store.applied_seq(w)?);
+            }
+        }
+        for file in &scan.files {
+            let age = std::fs::metadata(&file.path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .map(|d| d.as_secs_f64());
+            for f in &file.frames {
+                for c in &f.connectors {
+                    let row = match rows.iter_mut().position(|r| &r.connector == c) {
+                        Some(i) => &mut rows[i],
+                        None => {
+                            rows.push(Row {
+                                connector: c.clone(),
+                                partitions: 0,
+                                sink_partitions: 0,
+                                commit_age: None,
+                                unapplied: 0,
+                            });
+                            rows.last_mut().expect("just pushed")
+                        }
+                    };
+                    // Later files are newer: the last seen is the newest.
+                    row.commit_age = age.or(row.commit_age);
+                    if let (Some(w), Some(seq)) = (&f.writer, f.seq)
+                        && f.kind == Some(FrameKind::Batch)
+                        && seq > applied.get(w).copied().unwrap_or(0)
+                    {
+                        row.unapplied += f.entries.unwrap_or(0);
+                    }
+                }
+            }
+        }
+        rows.sort_by(|a, b| a.connector.cmp(&b.connector));
+    }
+    let sink_note = if store.kind() == "kafka" {
+        "sink lag (log-end minus committed offset) is not implemented yet for the kafka store"
+    } else {
+        "sink lag (log-end minus committed offset) needs the kafka store"
+    };
+    if a.json {
+        let items: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "{{\"name\":{},\"partitions\":{},\"sink_partitions\":{},\"commit_age_s\":{},\"unapplied_entries\":{},\"sink_lag\":null}}",
+                    quoted(&r.connector),
+                    r.partitions,
+                    r.sink_partitions,
+                    r.commit_age
+                        .map_or("null".to_string(), |s| format!("{s:.3}")),
+                    r.unapplied
+                )
+            })
+            .collect();
+        print(
+            format!(
+                "{{\"store\":{},\"connectors\":[{}],\"note\":{}}}",
+                quoted(store.kind()),
+                items.join(","),
+                quoted(sink_note)
+            )
+            .as_bytes(),
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    print(b"CONNECTOR\tPARTITIONS\tSINK\tCOMMIT_AGE\tUNAPPLIED")?;
+    for r in &rows {
+        let age = match r.commit_age {
+            Some(s) => format!(">= {s:.1}s"),
+            None => "unknown".into(),
+        };
+        print(
+            format!(
+                "{}\t{}\t{}\t{age}\t{}",
+                r.connector, r.partitions, r.sink_partitions, r.unapplied
+            )
+            .as_bytes(),
+        )?;
+    }
+    if a.wal_dir.is_none() {
+        eprintln!(
+            "note: the {} store keeps no commit times; pass --wal-dir (the worker's log) for commit ages, or scrape the worker's connect_offsets_connector_oldest_pending_age_seconds",
+            store.kind()
+        );
+    }
+    if rows.iter().any(|r| r.sink_partitions > 0) {
+        eprintln!("note: {sink_note}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
