@@ -1,0 +1,347 @@
+//! `connect-offsets serve`: Kafka Connect's offsets REST API, exercised with a real HTTP client
+//! against the real binary.
+#![cfg(feature = "cli")]
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
+use connect_offsets::store::MemoryStore;
+use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};
+
+const ALTERED: &str = r#"{"message":"The Connect framework-managed offsets for this connector have been altered successfully. However, if this connector manages offsets externally, they will need to be manually altered in the system that the connector uses."}"#;
+const RESET: &str = r#"{"message":"The Connect framework-managed offsets for this connector have been reset successfully. However, if this connector manages offsets externally, they will need to be manually reset in the system that the connector uses."}"#;
+const NO_OFFSETS: &str = r#"{"error_code":400,"message":"Partitions / offsets need to be provided for an alter offsets request"}"#;
+
+/// The server, killed when dropped.
+struct Serve {
+    child: Child,
+    base: String,
+}
+
+impl Serve {
+    fn start(args: &[&str]) -> Serve {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("CONNECT_OFFSETS_STORE")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line `{line}`"))
+            .to_string();
+        Serve { child, base }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// Status, content type and body.
+fn call(method: &str, url: &str, body: Option<&str>) -> (u16, String, String) {
+    let a = agent();
+    let resp = match (method, body) {
+        ("GET", _) => a.get(url).call(),
+        ("DELETE", _) => a.delete(url).call(),
+        ("PATCH", Some(b)) => a
+            .patch(url)
+            .header("Content-Type", "application/json")
+            .send(b),
+        ("PATCH", None) => a.patch(url).send_empty(),
+        ("PUT", _) => a.put(url).send_empty(),
+        _ => unreachable!(),
+    };
+    let mut resp = resp.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let status = resp.status().as_u16();
+    let ctype = resp
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let text = resp.body_mut().read_to_string().unwrap();
+    (status, ctype, text)
+}
+
+const SINK_BODY: &str = r#"{"offsets":[{"partition":{"kafka_topic":"orders","kafka_partition":0},"offset":{"kafka_offset":5}},{"partition":{"kafka_topic":"orders","kafka_partition":1},"offset":{"kafka_offset":17}}]}"#;
+
+#[test]
+fn get_patch_delete_like_kafka_connect() {
+    let s = Serve::start(&["--store", "memory://", "--connector", "sink"]);
+    // An unknown connector: 404 with Connect's error shape and text.
+    let (st, ctype, body) = call("GET", &s.url("/connectors/nobody/offsets"), None);
+    assert_eq!(
+        (st, body.as_str()),
+        (
+            404,
+            r#"{"error_code":404,"message":"Connector nobody not found"}"#
+        )
+    );
+    assert_eq!(ctype, "application/json");
+    let (st, _, _) = call("DELETE", &s.url("/connectors/nobody/offsets"), None);
+    assert_eq!(st, 404);
+    let (st, _, _) = call(
+        "PATCH",
+        &s.url("/connectors/nobody/offsets"),
+        Some(SINK_BODY),
+    );
+    assert_eq!(st, 404);
+
+    // A known connector without offsets: an empty list.
+    let (st, _, body) = call("GET", &s.url("/connectors/sink/offsets"), None);
+    assert_eq!((st, body.as_str()), (200, r#"{"offsets":[]}"#));
+
+    // Sink-style partitions are taken and stored like any other.
+    let (st, _, body) = call("PATCH", &s.url("/connectors/sink/offsets"), Some(SINK_BODY));
+    assert_eq!((st, body.as_str()), (200, ALTERED));
+    let (st, _, body) = call("GET", &s.url("/connectors/sink/offsets"), None);
+    assert_eq!((st, body.as_str()), (200, SINK_BODY));
+    let (st, _, body) = call("GET", &s.url("/connectors"), None);
+    assert_eq!((st, body.as_str()), (200, r#"["sink"]"#));
+
+    // "offset": null resets one partition.
+    let reset_one =
+        r#"{"offsets":[{"partition":{"kafka_topic":"orders","kafka_partition":0},"offset":null}]}"#;
+    let (st, _, body) = call("PATCH", &s.url("/connectors/sink/offsets"), Some(reset_one));
+    assert_eq!((st, body.as_str()), (200, ALTERED));
+    let (_, _, body) = call("GET", &s.url("/connectors/sink/offsets"), None);
+    assert_eq!(
+        body,
+        r#"{"offsets":[{"partition":{"kafka_topic":"orders","kafka_partition":1},"offset":{"kafka_offset":17}}]}"#
+    );
+
+    // Source-style partitions, Connect's escaping and doubles, and the null partition.
+    let source = r#"{"offsets":[{"partition":{"filename":"/tmp/ünï😀.txt"},"offset":{"position":1234,"ratio":1.0E20}},{"partition":null,"offset":{"pos":-0.0}}]}"#;
+    let want = r#"{"offsets":[{"partition":null,"offset":{"pos":-0.0}},{"partition":{"filename":"/tmp/ünï\uD83D\uDE00.txt"},"offset":{"position":1234,"ratio":1.0E20}}]}"#;
+    let (st, _, _) = call("PATCH", &s.url("/connectors/sink/offsets"), Some(source));
+    assert_eq!(st, 200);
+    let (_, _, body) = call("GET", &s.url("/connectors/sink/offsets"), None);
+    assert!(
+        body.contains(r#"{"partition":{"filename":"/tmp/ünï\uD83D\uDE00.txt"},"offset":{"position":1234,"ratio":1.0E20}}"#)
+            && body.contains(r#"{"partition":null,"offset":{"pos":-0.0}}"#),
+        "{body} (wanted the entries of {want})"
+    );
+
+    // DELETE resets everything; the connector stays known.
+    let (st, _, body) = call("DELETE", &s.url("/connectors/sink/offsets"), None);
+    assert_eq!((st, body.as_str()), (200, RESET));
+    let (st, _, body) = call("GET", &s.url("/connectors/sink/offsets"), None);
+    assert_eq!((st, body.as_str()), (200, r#"{"offsets":[]}"#));
+}
+
+#[test]
+fn bad_requests_get_connects_errors() {
+    let s = Serve::start(&["--store", "memory://", "--connector", "c"]);
+    let url = s.url("/connectors/c/offsets");
+    // Empty bodies, and bodies without offsets: Connect's 400 and text.
+    for body in [
+        None,
+        Some(""),
+        Some("  \n"),
+        Some("{}"),
+        Some(r#"{"offsets":[]}"#),
+    ] {
+        let (st, _, text) = call("PATCH", &url, body);
+        assert_eq!((st, text.as_str()), (400, NO_OFFSETS), "body {body:?}");
+    }
+    // Malformed JSON and shapes Connect refuses: 400 with a message saying what is wrong.
+    for (body, want) in [
+        (r#"{"offsets":["#, "not valid JSON"),
+        (
+            r#"{"offsets":{"a":1}}"#,
+            "`offsets` in the body must be an array",
+        ),
+        (r#"[1]"#, "must be a JSON object"),
+        (
+            r#"{"offsets":[{"partition":{"a":{"b":1}},"offset":null}]}"#,
+            "field `a` of the partition is an object",
+        ),
+        (
+            r#"{"offsets":[{"partition":{"a":1},"offset":{"x":[1]}}]}"#,
+            "field `x` of the offset is an array",
+        ),
+        (
+            r#"{"offsets":[{"offset":{"x":1}}]}"#,
+            "offsets[0]: the partition is missing",
+        ),
+    ] {
+        let (st, ctype, text) = call("PATCH", &url, Some(body));
+        assert_eq!(st, 400, "{body}: {text}");
+        assert_eq!(ctype, "application/json");
+        assert!(
+            text.starts_with(r#"{"error_code":400,"message":""#) && text.contains(want),
+            "{body}: {text}"
+        );
+    }
+    let (_, _, text) = call("GET", &url, None);
+    assert_eq!(text, r#"{"offsets":[]}"#, "nothing was written");
+    let (st, _, text) = call("GET", &s.url("/nowhere"), None);
+    assert_eq!(
+        (st, text.as_str()),
+        (404, r#"{"error_code":404,"message":"HTTP 404 Not Found"}"#)
+    );
+    let (st, _, _) = call("PUT", &url, None);
+    assert_eq!(st, 405);
+}
+
+#[test]
+fn metrics_are_prometheus_text() {
+    let s = Serve::start(&["--store", "memory://"]);
+    let _ = call("GET", &s.url("/connectors/x/offsets"), None);
+    let (st, ctype, text) = call("GET", &s.url("/metrics"), None);
+    assert_eq!(st, 200);
+    assert!(ctype.starts_with("text/plain; version=0.0.4"), "{ctype}");
+    for want in [
+        "# TYPE connect_offsets_commits_total counter",
+        "# TYPE connect_offsets_commit_duration_seconds histogram",
+        "# TYPE connect_offsets_offset_commit_avg_time_ms gauge",
+        "# TYPE connect_offsets_offset_commit_max_time_ms gauge",
+        "# TYPE connect_offsets_connector_oldest_pending_age_seconds gauge",
+        "# TYPE connect_offsets_wal_bytes gauge",
+        "# TYPE connect_offsets_replayed_batches_total counter",
+        "# TYPE connect_offsets_dead_letter_records_total counter",
+        "connect_offsets_http_requests_total{method=\"GET\",status=\"404\"} 1",
+    ] {
+        assert!(text.contains(want), "missing `{want}` in\n{text}");
+    }
+}
+
+#[test]
+fn a_log_held_by_a_running_writer_refuses_modification() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wal = tmp.path().join("wal");
+    let store: Arc<dyn OffsetStore> = Arc::new(MemoryStore::new());
+    let mut cfg = CommitBufferConfig::new(&wal);
+    cfg.writer = "worker-1".into();
+    cfg.flush_interval = None;
+    let buffer = CommitBuffer::open(Arc::clone(&store), cfg).unwrap();
+    let s = Serve::start(&[
+        "--store",
+        "memory://",
+        "--connector",
+        "c",
+        "--wal-dir",
+        wal.to_str().unwrap(),
+    ]);
+    let url = s.url("/connectors/c/offsets");
+    let body = r#"{"offsets":[{"partition":{"f":"a"},"offset":{"p":1}}]}"#;
+    for (method, body) in [("PATCH", Some(body)), ("DELETE", None)] {
+        let (st, _, text) = call(method, &url, body);
+        assert_eq!(st, 400, "{method}: {text}");
+        assert!(
+            text.contains(
+                "Connectors must be in the STOPPED state before their offsets can be modified"
+            ) && text.contains("locked by another process")
+                && text.contains(&wal.display().to_string()),
+            "{text}"
+        );
+    }
+    // Reads are fine meanwhile.
+    let (st, _, _) = call("GET", &url, None);
+    assert_eq!(st, 200);
+    // The writer commits a batch and stops; the server's store has not applied it (another
+    // store): changing offsets now would be undone by the replay, so 409.
+    buffer
+        .offer(
+            OffsetKey::new("c", Partition::new().with("f", "a")),
+            Offset::new().with("p", 9),
+        )
+        .unwrap();
+    buffer.commit_with(Durability::Local).wait().unwrap();
+    buffer.close().unwrap();
+    drop(buffer);
+    let (st, _, text) = call("PATCH", &url, Some(body));
+    assert_eq!(st, 409, "{text}");
+    assert!(
+        text.contains("worker-1") && text.contains("has not applied"),
+        "{text}"
+    );
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn a_rocksdb_store_in_use_is_refused_then_served() {
+    use connect_offsets::store::rocksdb::RocksDbStore;
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("db");
+    let wal = tmp.path().join("wal");
+    let url = format!("rocksdb://{}", path.display());
+    // A worker: a commit buffer over the RocksDB store, running.
+    let store: Arc<dyn OffsetStore> = Arc::new(RocksDbStore::open(&path).unwrap());
+    let mut cfg = CommitBufferConfig::new(&wal);
+    cfg.writer = "worker-1".into();
+    cfg.flush_interval = None;
+    let buffer = CommitBuffer::open(Arc::clone(&store), cfg).unwrap();
+    let key = OffsetKey::new("src", Partition::new().with("table", "orders"));
+    buffer
+        .offer(key.clone(), Offset::new().with("lsn", 10))
+        .unwrap();
+    buffer.commit_with(Durability::Store).wait().unwrap();
+
+    let s = Serve::start(&["--store", &url, "--wal-dir", wal.to_str().unwrap()]);
+    let o = s.url("/connectors/src/offsets");
+    let body = r#"{"offsets":[{"partition":{"table":"orders"},"offset":{"lsn":5}}]}"#;
+    let (st, _, text) = call("PATCH", &o, Some(body));
+    assert_eq!(st, 400, "{text}");
+    assert!(
+        text.contains("Connectors must be in the STOPPED state") && text.contains("locked"),
+        "{text}"
+    );
+    let (st, _, text) = call("DELETE", &o, None);
+    assert_eq!(st, 400, "{text}");
+    // Reads of a store a writer holds: 409, retry later.
+    let (st, _, text) = call("GET", &o, None);
+    assert_eq!(st, 409, "{text}");
+    assert!(text.contains("in use by a running writer"), "{text}");
+
+    // The worker stops: everything it logged is in the store, so changes are allowed.
+    buffer.close().unwrap();
+    drop(buffer);
+    drop(store);
+    let (st, _, text) = call("GET", &o, None);
+    assert_eq!(
+        (st, text.as_str()),
+        (
+            200,
+            r#"{"offsets":[{"partition":{"table":"orders"},"offset":{"lsn":10}}]}"#
+        )
+    );
+    let (st, _, text) = call("PATCH", &o, Some(body));
+    assert_eq!((st, text.as_str()), (200, ALTERED));
+    // The server closed the store after the request: the worker can open it and sees the change.
+    let store = RocksDbStore::open(&path).unwrap();
+    assert_eq!(store.get(&key).unwrap(), Some(Offset::new().with("lsn", 5)));
+    // While we hold it again, the server refuses.
+    let (st, _, _) = call("DELETE", &o, None);
+    assert_eq!(st, 400);
+    drop(store);
+    let (st, _, text) = call("DELETE", &o, None);
+    assert_eq!((st, text.as_str()), (200, RESET));
+    let (st, _, text) = call("GET", &o, None);
+    // Reset through this server: it still knows the connector.
+    assert_eq!((st, text.as_str()), (200, r#"{"offsets":[]}"#));
+}
