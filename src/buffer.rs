@@ -320,12 +320,15 @@ impl CommitBuffer {
     /// has not applied, and starts the log and apply threads.
     pub fn open(store: Arc<dyn OffsetStore>, config: CommitBufferConfig) -> Result<CommitBuffer> {
         let dead_letter = config.dead_letter.as_ref().map(DeadLetterFile::new);
-        let (wal, recovered) = WalDir::open(
+        // Batches the store already holds are checked in the log but not decoded.
+        let applied_before = store.applied_seq(&config.writer)?;
+        let (wal, recovered) = WalDir::open_skipping(
             Arc::clone(&config.fs),
             &config.wal_dir,
             config.crash_hook.clone(),
             config.recovery,
             dead_letter.as_ref(),
+            Some((config.writer.as_str(), applied_before)),
         )?;
         let writer = &config.writer;
         for b in recovered.snapshot.iter().chain(&recovered.batches) {
@@ -347,7 +350,7 @@ impl CommitBuffer {
             applied = snap.seq;
             replayed += 1;
         }
-        let mut last_seq = applied.max(recovered.snapshot.as_ref().map_or(0, |s| s.seq));
+        let mut last_seq = applied.max(recovered.last_seq);
         for b in &recovered.batches {
             last_seq = last_seq.max(b.seq);
             if b.seq <= applied {

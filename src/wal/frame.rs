@@ -111,6 +111,40 @@ impl std::fmt::Display for FrameError {
 
 /// Decodes the frame at the start of `bytes`.
 pub fn decode(bytes: &[u8]) -> Result<Frame, FrameError> {
+    let (kind, total) = check(bytes)?;
+    let payload = &bytes[HEADER_LEN..total];
+    let (owned, used): (BatchOwned, usize) = bincode::decode_from_slice(payload, CONFIG)
+        .map_err(|e| FrameError::Corrupt(format!("bad payload: {e}")))?;
+    if used != payload.len() {
+        return Err(FrameError::Corrupt(format!(
+            "{} stray bytes after the payload",
+            payload.len() - used
+        )));
+    }
+    Ok(Frame {
+        kind,
+        batch: owned.0,
+        len: total,
+    })
+}
+
+/// Checks the frame at the start of `bytes` (magic, length, checksum, version, kind) and decodes only
+/// the writer and seq at the start of its payload: enough for recovery to skip a batch the store already
+/// holds without decoding its entries.
+pub fn decode_seq(bytes: &[u8]) -> Result<(FrameKind, String, u64, usize), FrameError> {
+    let header = check(bytes)?;
+    let payload = &bytes[HEADER_LEN..header.1];
+    let prefix = || -> Result<(String, u64), DecodeError> {
+        let (writer, used): (String, usize) = bincode::decode_from_slice(payload, CONFIG)?;
+        let (seq, _): (u64, usize) = bincode::decode_from_slice(&payload[used..], CONFIG)?;
+        Ok((writer, seq))
+    };
+    let (writer, seq) = prefix().map_err(|e| FrameError::Corrupt(format!("bad payload: {e}")))?;
+    Ok((header.0, writer, seq, header.1))
+}
+
+/// Validates the header and checksum; returns the kind and the frame's total length.
+fn check(bytes: &[u8]) -> Result<(FrameKind, usize), FrameError> {
     if bytes.len() < HEADER_LEN {
         // A short tail of a frame header; anything else there is a bad magic.
         if !MAGIC
@@ -162,20 +196,14 @@ pub fn decode(bytes: &[u8]) -> Result<Frame, FrameError> {
         2 => FrameKind::Snapshot,
         k => return Err(FrameError::Corrupt(format!("unknown frame kind {k}"))),
     };
-    let payload = &bytes[HEADER_LEN..total];
-    let (owned, used): (BatchOwned, usize) = bincode::decode_from_slice(payload, CONFIG)
-        .map_err(|e| FrameError::Corrupt(format!("bad payload: {e}")))?;
-    if used != payload.len() {
+    // Only zero is written: anything else would not re-encode to the same bytes.
+    if bytes[6..8] != [0, 0] {
         return Err(FrameError::Corrupt(format!(
-            "{} stray bytes after the payload",
-            payload.len() - used
+            "reserved bytes 0x{:02x}{:02x} are not zero",
+            bytes[6], bytes[7]
         )));
     }
-    Ok(Frame {
-        kind,
-        batch: owned.0,
-        len: total,
-    })
+    Ok((kind, total))
 }
 
 /// Finds the next position at or after `from` where `MAGIC` appears (for skipping corruption).

@@ -58,6 +58,10 @@ pub struct Recovered {
     pub cut: Vec<(PathBuf, u64)>,
     /// Corrupt regions skipped (policy `Skip`): file, offset, length.
     pub skipped: Vec<(PathBuf, u64, u64)>,
+    /// The highest seq found in the log, decoded or not.
+    pub last_seq: u64,
+    /// Batches checked but not decoded because the store already held them.
+    pub skipped_applied: u64,
 }
 
 /// The directory side of the log, shared by the writer and the thread that releases segments.
@@ -117,6 +121,20 @@ impl WalDir {
         policy: RecoveryPolicy,
         dead_letter: Option<&DeadLetterFile>,
     ) -> Result<(Arc<WalDir>, Recovered)> {
+        Self::open_skipping(fs, dir, hook, policy, dead_letter, None)
+    }
+
+    /// Like [`open`](Self::open), but batches of `skip.0` with a seq at or below `skip.1` (the store
+    /// holds them) are checked (framing and checksum) without decoding their entries, and left out of
+    /// [`Recovered::batches`]; [`Recovered::last_seq`] still counts them.
+    pub fn open_skipping(
+        fs: Arc<dyn WalFs>,
+        dir: &Path,
+        hook: Option<Arc<dyn CrashHook>>,
+        policy: RecoveryPolicy,
+        dead_letter: Option<&DeadLetterFile>,
+        skip: Option<(&str, u64)>,
+    ) -> Result<(Arc<WalDir>, Recovered)> {
         fs.create_dir_all(dir)
             .map_err(|e| Error::io("create log directory", dir, e))?;
         let lock = fs.lock(dir).map_err(|e| match e.kind() {
@@ -133,7 +151,7 @@ impl WalDir {
             _lock: lock,
             state: Mutex::new(DirState::default()),
         };
-        let recovered = wal.recover(policy, dead_letter)?;
+        let recovered = wal.recover(policy, dead_letter, skip)?;
         Ok((Arc::new(wal), recovered))
     }
 
@@ -141,7 +159,10 @@ impl WalDir {
         &self,
         policy: RecoveryPolicy,
         dead_letter: Option<&DeadLetterFile>,
+        skip: Option<(&str, u64)>,
     ) -> Result<Recovered> {
+        let skippable =
+            |writer: &str, seq: u64| skip.is_some_and(|(w, through)| w == writer && seq <= through);
         let names = self
             .fs
             .list(&self.dir)
@@ -179,9 +200,19 @@ impl WalDir {
                 .fs
                 .read(&path)
                 .map_err(|e| self.io("read snapshot", &path, e))?;
+            if let Ok((FrameKind::Snapshot, writer, seq, len)) = frame::decode_seq(&bytes)
+                && len == bytes.len()
+                && skippable(&writer, seq)
+            {
+                st.snapshot = Some((g, bytes.len() as u64));
+                out.last_seq = out.last_seq.max(seq);
+                snap_gen = Some(g);
+                break;
+            }
             match frame::decode(&bytes) {
                 Ok(f) if f.kind == FrameKind::Snapshot && f.len == bytes.len() => {
                     st.snapshot = Some((g, bytes.len() as u64));
+                    out.last_seq = out.last_seq.max(f.batch.seq);
                     out.snapshot = Some(f.batch);
                     snap_gen = Some(g);
                     break;
@@ -224,9 +255,20 @@ impl WalDir {
             let mut pos = 0usize;
             let mut last_seq = 0;
             while pos < bytes.len() {
+                // The store already holds this batch: check it, but do not decode its entries.
+                if let Ok((FrameKind::Batch, writer, seq, len)) = frame::decode_seq(&bytes[pos..])
+                    && skippable(&writer, seq)
+                {
+                    last_seq = seq;
+                    out.last_seq = out.last_seq.max(seq);
+                    out.skipped_applied += 1;
+                    pos += len;
+                    continue;
+                }
                 match frame::decode(&bytes[pos..]) {
                     Ok(f) if f.kind == FrameKind::Batch => {
                         last_seq = f.batch.seq;
+                        out.last_seq = out.last_seq.max(f.batch.seq);
                         out.batches.push(f.batch);
                         pos += f.len;
                     }
