@@ -1,1 +1,427 @@
-//! Kafka Connect offsets topic backend (being written).
+//! Kafka Connect's offsets topic as a store: [`KafkaStore`] (feature `kafka`).
+//!
+//! Opened by URL, `kafka://host:port[,host:port]/topic?partitions=25&replication=3&<librdkafka
+//! property>=...`, or by [`KafkaStoreBuilder`]. Every parameter that is not ours (see
+//! [`KafkaStoreBuilder::from_url`]) is a librdkafka property and reaches all clients, security
+//! settings included; secret values never appear in `Debug` output, logs or errors.
+//!
+//! ## Records: exactly Connect's
+//! * key = `["connector",{partition}]` ([`OffsetKey::connect_key`]), value = the offset object
+//!   ([`json::encode_value`](crate::codec::json::encode_value)), a reset = a tombstone (null value);
+//! * the partition is the Java producer's, `murmur2(key) % partitions`: it is computed here
+//!   ([`murmur2::partition_for`](crate::codec::murmur2::partition_for)) and given explicitly with every
+//!   record, and the producer is also configured with `partitioner=murmur2_random`, so a record lands
+//!   where Connect would put it whatever librdkafka's default is.
+//!
+//! ## `applied_seq`: record headers plus a marker per writer
+//! Every record of a sequenced batch carries the headers `connect-offsets-writer` and
+//! `connect-offsets-seq`, and the batch also writes one **marker record** of its own:
+//! key `{"connect-offsets-writer":"<writer>"}`, value `{"seq":N}`, on the partition murmur2 gives
+//! that key. On load, `applied_seq(writer)` is the maximum over the markers and the headers of every
+//! surviving record.
+//!
+//! Why the headers alone would not do: compaction keeps only the latest record per key. A header can
+//! only make `applied_seq` *too low*, never too high (each header names a batch that committed, since
+//! the reader sees committed records only), but it can be too low: when every record of a writer's
+//! last batch is later overwritten by another writer (a Connect worker, an operator's reset), or when
+//! that batch only reset keys and its tombstones are removed after `delete.retention.ms`, no header
+//! of that batch survives. A too-low `applied_seq` would make recovery replay an old batch from the
+//! write-ahead log over newer values. The marker closes that gap: nobody else writes its key, it
+//! is never a tombstone, and a later marker of the same writer has a higher seq, so compaction keeps
+//! exactly the marker of the writer's latest batch. It is written in the same transaction as the
+//! batch, so it is visible exactly when the batch is. The headers stay as per-record provenance
+//! (which batch wrote this record) and as a second witness.
+//!
+//! Kafka Connect tolerates the marker: its reader stores every record's raw bytes and only decodes keys
+//! to track a connector's partitions (`OffsetUtils.processPartitionKey`), which logs "Ignoring offset
+//! partition key with an unexpected format. Expected type: java.util.List, actual type: …" for a JSON
+//! object key and skips it. Its lookups are by exact key bytes, which never match a marker. One such
+//! log line per writer appears when a worker reads the topic.
+//!
+//! ## Atomic batches: one transaction per batch
+//! Each writer (the `writer` of a [`Batch`]) gets its own transactional producer, `transactional.id`
+//! = `<transactional.id.prefix><writer>` (default prefix `connect-offsets-<topic>-`). A batch is
+//! encoded and checked entirely (sizes against `message.max.bytes`) *before* the transaction opens;
+//! then its records and the marker are produced in one transaction, which commits or aborts as a
+//! whole. The reader uses `isolation.level=read_committed`, so an aborted batch is never loaded.
+//! Unsequenced batches (`seq == 0`, from [`OffsetStoreExt`](crate::OffsetStoreExt)) use one more
+//! transactional producer whose id is unique to the store handle, so two tools writing at once do not
+//! fence each other; they write no marker and no headers.
+//!
+//! The first batch of a writer initializes its producer: from then on any older producer with the same
+//! `transactional.id` (a zombie: the previous process of that writer, still alive somewhere) is
+//! **fenced**, and its open transaction is settled. The store then re-reads the topic before deciding
+//! whether the batch is already applied. The zombie's next `apply` fails with [`Error::Fenced`], which
+//! is fatal. [`KafkaStoreBuilder::claim_writer`] (URL `writer=`) does the same at open, before the
+//! topic is read, which a process running a commit buffer should use.
+//!
+//! A commit whose outcome is unknown (the broker did not answer within the timeout) gives the producer
+//! up: the next batch of that writer makes a new one, whose initialization settles the transaction, and
+//! re-reads the topic, so the batch is neither lost nor applied twice.
+//!
+//! **What a Connect worker without exactly-once sees.** Such a worker reads the topic with
+//! `read_uncommitted`: it sees the records of an *aborted* batch as if they were committed (Kafka has
+//! no way to hide them from it), until the same keys are written again. Aborts happen only when a
+//! write fails mid-batch (a broker lost, a timeout, the process fenced); encoding and validating the
+//! whole batch before the transaction opens keeps invalid data from ever causing one. Workers with
+//! `exactly.once.source.support=enabled` read with `read_committed` and never see them.
+//!
+//! ## Loading and lookups
+//! On open the store assigns every partition, reads from the beginning to the end (the last stable
+//! offset, as a `read_committed` reader sees it), and repeats until the end offsets stop moving. After
+//! that `get`, `partitions` and `namespaces` are answered from memory, never by re-reading the topic
+//! (Connect re-reads on every lookup); [`KafkaStore::refresh`] catches up with what other writers
+//! wrote since. The store's own commits update memory directly.
+//!
+//! A record that does not decode (bad JSON, wrong shape, nested values) is skipped, counted
+//! ([`KafkaStore::dead_letters`]) and copied to the dead-letter file (`dead.letter.file`, see
+//! [`crate::dead_letter`]) with its topic, partition, offset, key and value bytes and the reason; with
+//! no file configured it is only counted and logged as a warning. With `strict=true` the store refuses
+//! to open instead.
+//!
+//! ## Bounded waits
+//! `timeout.ms` (default 30 s) bounds reaching the brokers and checking the topic at open, each
+//! transaction step, and a read-to-end that makes no progress. Unreachable brokers give
+//! [`Error::Timeout`] naming the brokers and librdkafka's last error; refused credentials fail at once
+//! with an authentication error.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
+
+mod client;
+mod config;
+mod load;
+mod topic;
+mod write;
+
+pub use config::{DEFAULT_PARTITIONS, DEFAULT_REPLICATION, DEFAULT_TIMEOUT, KafkaStoreBuilder};
+pub use load::{MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key};
+
+use super::url::StoreUrl;
+use super::{ApplyFault, OffsetStore};
+use crate::codec::murmur2;
+use crate::model::{Batch, OffsetKey};
+use crate::{Error, Offset, Result};
+use config::Settings;
+use load::{DeadLetters, Reader, State};
+use write::{Failure, Slot, TxnProducer, Writers};
+
+/// What a load or a [`refresh`](KafkaStore::refresh) read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadReport {
+    /// Records read from the topic (offsets, resets, markers, skipped records).
+    pub records: u64,
+    /// Keys with an offset afterwards.
+    pub offsets: usize,
+    /// How long it took.
+    pub elapsed: Duration,
+}
+
+/// Offsets in a Kafka Connect offsets topic (see the [module documentation](self)).
+pub struct KafkaStore {
+    settings: Settings,
+    partitions: i32,
+    /// The reader; its lock also orders our commits against catch-ups (see `apply`).
+    reader: Mutex<Reader>,
+    state: RwLock<State>,
+    writers: Writers,
+    dead: DeadLetters,
+    fault: Option<Arc<dyn ApplyFault>>,
+    loaded: LoadReport,
+}
+
+impl fmt::Debug for KafkaStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KafkaStore")
+            .field("topic", &self.settings.topic)
+            .field("partitions", &self.partitions)
+            .field("settings", &self.settings)
+            .field("loaded", &self.loaded)
+            .finish()
+    }
+}
+
+/// How one transactional write ended badly.
+enum TxnError {
+    /// The fault seam fired; the transaction was aborted (or the producer lost meanwhile).
+    Fault(Error, Option<Failure>),
+    Failure(Failure),
+}
+
+impl From<Failure> for TxnError {
+    fn from(f: Failure) -> Self {
+        TxnError::Failure(f)
+    }
+}
+
+impl KafkaStore {
+    /// A builder for topic `topic` on brokers `bootstrap` (`host:port[,host:port]`).
+    pub fn builder(bootstrap: impl Into<String>, topic: impl Into<String>) -> KafkaStoreBuilder {
+        KafkaStoreBuilder::new(bootstrap, topic)
+    }
+
+    /// Opens the store a `kafka://` URL names.
+    pub fn open(url: &str) -> Result<Self> {
+        Self::open_url(&StoreUrl::parse(url)?)
+    }
+
+    /// Opens the store a parsed `kafka://` URL names.
+    pub fn open_url(url: &StoreUrl) -> Result<Self> {
+        KafkaStoreBuilder::from_url(url)?.open()
+    }
+
+    pub(crate) fn open_with(builder: KafkaStoreBuilder) -> Result<Self> {
+        let settings = builder.settings()?;
+        let mut reader = Reader::new(&settings)?;
+        let partitions = topic::ensure_topic(&settings, reader.consumer())?;
+        let writers = Writers::new(&settings);
+        if let Some(writer) = &builder.claim {
+            let (slot, id) = writers.slot_of(&settings, writer);
+            *write::lock(&slot) = Slot::Ready(TxnProducer::create(&settings, &id)?);
+        }
+        reader.assign(partitions)?;
+        let dead = DeadLetters::new(&settings);
+        let mut state = State::default();
+        let t0 = Instant::now();
+        let records = reader.catch_up(&mut state, &dead, &settings)?;
+        let loaded = LoadReport {
+            records,
+            offsets: state.len(),
+            elapsed: t0.elapsed(),
+        };
+        tracing::info!(
+            topic = %settings.topic,
+            partitions,
+            records,
+            offsets = loaded.offsets,
+            dead_letters = dead.count(),
+            elapsed = ?loaded.elapsed,
+            "loaded the offsets topic"
+        );
+        Ok(KafkaStore {
+            settings,
+            partitions,
+            reader: Mutex::new(reader),
+            state: RwLock::new(state),
+            writers,
+            dead,
+            fault: builder.fault,
+            loaded,
+        })
+    }
+
+    /// The same store with a fault seam inside `apply` (tests).
+    pub fn with_fault(mut self, fault: Arc<dyn ApplyFault>) -> Self {
+        self.fault = Some(fault);
+        self
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.settings.topic
+    }
+
+    /// The topic's number of partitions.
+    pub fn partition_count(&self) -> i32 {
+        self.partitions
+    }
+
+    /// The topic partition records of `key` go to (Java's murmur2 placement).
+    pub fn partition_of(&self, key: &OffsetKey) -> i32 {
+        murmur2::partition_for(&key.connect_key(), self.partitions as u32) as i32
+    }
+
+    /// What the load at open read.
+    pub fn loaded(&self) -> LoadReport {
+        self.loaded
+    }
+
+    /// Records skipped because they do not decode, since the store opened.
+    pub fn dead_letters(&self) -> u64 {
+        self.dead.count()
+    }
+
+    /// Reads what was written to the topic since the last read (by other writers: a Connect worker,
+    /// another store) into memory.
+    pub fn refresh(&self) -> Result<LoadReport> {
+        let mut reader = self.reader()?;
+        let mut state = self
+            .state
+            .write()
+            .map_err(|_| Error::store("kafka", "state lock poisoned by a panic"))?;
+        let t0 = Instant::now();
+        let records = reader.catch_up(&mut state, &self.dead, &self.settings)?;
+        Ok(LoadReport {
+            records,
+            offsets: state.len(),
+            elapsed: t0.elapsed(),
+        })
+    }
+
+    fn reader(&self) -> Result<MutexGuard<'_, Reader>> {
+        self.reader
+            .lock()
+            .map_err(|_| Error::store("kafka", "reader lock poisoned by a panic"))
+    }
+
+    fn read_state(&self) -> Result<RwLockReadGuard<'_, State>> {
+        self.state
+            .read()
+            .map_err(|_| Error::store("kafka", "state lock poisoned by a panic"))
+    }
+
+    fn fenced(&self, writer: &str, id: &str, reason: &str) -> Error {
+        Error::Fenced(format!(
+            "writer `{writer}` of topic `{}`: another producer with transactional.id `{id}` took \
+             over ({reason}); this one must stop",
+            self.settings.topic
+        ))
+    }
+
+    /// Produces `recs` in one transaction and, once committed, applies them to memory.
+    fn transact(
+        &self,
+        producer: &TxnProducer,
+        batch: &Batch,
+        recs: Vec<write::Rec>,
+    ) -> std::result::Result<(), TxnError> {
+        let settings = &self.settings;
+        let headers = write::headers(batch);
+        let deadline = Instant::now() + settings.timeout;
+        producer.begin(settings)?;
+        let fault = |r: Result<()>| -> std::result::Result<(), TxnError> {
+            match r {
+                Ok(()) => Ok(()),
+                Err(e) => Err(TxnError::Fault(e, producer.abort(settings).err())),
+            }
+        };
+        let mut entry = None;
+        for rec in &recs {
+            if let (Some(f), Some(i)) = (&self.fault, rec.entry)
+                && entry != Some(i)
+            {
+                entry = Some(i);
+                fault(f.before_entry(batch, i))?;
+            }
+            producer.send(&settings.topic, rec, headers.as_ref(), deadline, settings)?;
+        }
+        if let Some(f) = &self.fault {
+            fault(f.before_commit(batch))?;
+        }
+        // Holding the reader while committing and updating memory keeps a concurrent refresh from
+        // reading our records and then newer ones of another writer before we write ours to memory.
+        let _reader = self
+            .reader()
+            .map_err(|e| TxnError::Fault(e, producer.abort(settings).err()))?;
+        producer.commit(settings)?;
+        let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+        write::apply_to_state(&mut state, batch, recs);
+        Ok(())
+    }
+}
+
+impl OffsetStore for KafkaStore {
+    fn kind(&self) -> &'static str {
+        "kafka"
+    }
+
+    fn apply(&self, batch: &Batch) -> Result<()> {
+        let (slot, id) = self.writers.slot_for(&self.settings, batch);
+        let mut guard = write::lock(&slot);
+        if let Slot::Fenced(reason) = &*guard {
+            return Err(self.fenced(&batch.writer, &id, reason));
+        }
+        if matches!(*guard, Slot::Empty) {
+            *guard = Slot::Ready(TxnProducer::create(&self.settings, &id)?);
+            // Whatever an older owner of this transactional.id committed is settled now: read it
+            // before deciding whether this batch is already in the topic.
+            self.refresh()?;
+        }
+        let Slot::Ready(producer) = &*guard else {
+            return Err(Error::store(
+                "kafka",
+                format!("producer `{id}` is not ready"),
+            ));
+        };
+        let recs = {
+            let state = self.read_state()?;
+            if batch.seq != 0 && batch.seq <= state.applied_seq(&batch.writer) {
+                return Ok(());
+            }
+            write::encode(batch, &state, self.partitions, &self.settings)?
+        };
+        let failure = match self.transact(producer, batch, recs) {
+            Ok(()) => return Ok(()),
+            Err(TxnError::Fault(e, failure)) => {
+                if let Some(f) = failure {
+                    let _ = self.settle(&mut guard, batch, &id, f);
+                }
+                return Err(e);
+            }
+            Err(TxnError::Failure(f)) => f,
+        };
+        Err(self.settle(&mut guard, batch, &id, failure))
+    }
+
+    fn applied_seq(&self, writer: &str) -> Result<u64> {
+        Ok(self.read_state()?.applied_seq(writer))
+    }
+
+    fn writers(&self) -> Result<Vec<(String, u64)>> {
+        Ok(self.read_state()?.writers())
+    }
+
+    fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> {
+        Ok(self.read_state()?.get(key))
+    }
+
+    fn get_many(&self, keys: &[OffsetKey]) -> Result<Vec<Option<Offset>>> {
+        let state = self.read_state()?;
+        Ok(keys.iter().map(|k| state.get(k)).collect())
+    }
+
+    fn partitions(&self, namespace: &str) -> Result<Vec<(OffsetKey, Offset)>> {
+        Ok(self.read_state()?.partitions(namespace))
+    }
+
+    fn namespaces(&self) -> Result<Vec<String>> {
+        Ok(self.read_state()?.namespaces())
+    }
+
+    /// A committed transaction is already as durable as the topic makes it (`acks=all`, the topic's
+    /// replication and `min.insync.replicas`): nothing to do.
+    fn persist(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn durable(&self) -> bool {
+        true
+    }
+}
+
+impl KafkaStore {
+    /// Records what a failure means for the writer's slot and turns it into the error to return.
+    fn settle(
+        &self,
+        slot: &mut MutexGuard<'_, Slot>,
+        batch: &Batch,
+        id: &str,
+        failure: Failure,
+    ) -> Error {
+        match failure {
+            Failure::Fenced(reason) => {
+                let e = self.fenced(&batch.writer, id, &reason);
+                tracing::error!(writer = %batch.writer, transactional_id = id, "{e}");
+                **slot = Slot::Fenced(reason);
+                e
+            }
+            Failure::Lost(e) => {
+                tracing::warn!(writer = %batch.writer, seq = batch.seq, error = %e, "producer given up; the next batch makes a new one");
+                **slot = Slot::Empty;
+                e
+            }
+            Failure::Aborted(e) => e,
+        }
+    }
+}

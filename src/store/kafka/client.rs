@@ -1,0 +1,186 @@
+//! What the store's librdkafka clients share: a context that routes librdkafka's logs and errors into
+//! `tracing` with secrets cut out and remembers the last error (so a timeout can say why), a small
+//! blocking executor for the admin client's futures, and the mapping of librdkafka errors to ours.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::ConsumerContext;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{DeliveryResult, ProducerContext};
+
+use super::config::Secrets;
+use crate::Error;
+
+/// The context of every client of one store.
+pub(crate) struct Ctx {
+    secrets: Arc<Secrets>,
+    /// Which client (`reader`, `admin`, `writer <name>`), for log lines.
+    role: String,
+    last_error: Mutex<Option<String>>,
+    auth_failed: AtomicBool,
+}
+
+impl Ctx {
+    pub(crate) fn new(secrets: Arc<Secrets>, role: impl Into<String>) -> Self {
+        Ctx {
+            secrets,
+            role: role.into(),
+            last_error: Mutex::new(None),
+            auth_failed: AtomicBool::new(false),
+        }
+    }
+
+    /// The last error librdkafka reported on this client (secrets removed).
+    pub(crate) fn last_error(&self) -> Option<String> {
+        self.last_error.lock().ok().and_then(|e| e.clone())
+    }
+
+    /// The authentication error, when the brokers refused our credentials.
+    pub(crate) fn auth_error(&self) -> Option<String> {
+        if self.auth_failed.load(Ordering::SeqCst) {
+            self.last_error()
+        } else {
+            None
+        }
+    }
+
+    /// ` (last error: …)` or nothing.
+    pub(crate) fn last_error_suffix(&self) -> String {
+        self.last_error()
+            .map(|e| format!(" (last error from librdkafka: {e})"))
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        self.secrets.scrub(text)
+    }
+
+    /// Notes an error seen outside the callbacks (a consumer poll error, say).
+    pub(crate) fn note_error(&self, error: &KafkaError) {
+        let text = self.scrub(&error.to_string());
+        if is_auth(error) {
+            self.auth_failed.store(true, Ordering::SeqCst);
+        }
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = Some(text);
+        }
+    }
+}
+
+/// True for errors that mean the brokers refused our credentials.
+pub(crate) fn is_auth(error: &KafkaError) -> bool {
+    matches!(
+        error.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::Authentication
+                | RDKafkaErrorCode::SaslAuthenticationFailed
+                | RDKafkaErrorCode::IllegalSASLState
+        )
+    )
+}
+
+impl ClientContext for Ctx {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        let msg = self.scrub(log_message);
+        let role = self.role.as_str();
+        match level {
+            // librdkafka warns once per client about each property that only the other client type
+            // uses; every property goes to all three clients, so that is expected.
+            _ if fac == "CONFWARN" => {
+                tracing::debug!(target: "librdkafka", role, fac, "{msg}")
+            }
+            RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error => tracing::error!(target: "librdkafka", role, fac, "{msg}"),
+            RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", role, fac, "{msg}"),
+            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+                tracing::info!(target: "librdkafka", role, fac, "{msg}")
+            }
+            RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", role, fac, "{msg}"),
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        let text = self.scrub(&format!("{error}: {reason}"));
+        if is_auth(&error) {
+            self.auth_failed.store(true, Ordering::SeqCst);
+        }
+        tracing::warn!(target: "librdkafka", role = %self.role, "{text}");
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = Some(text);
+        }
+    }
+}
+
+impl ConsumerContext for Ctx {}
+
+impl ProducerContext for Ctx {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        // Only failures are reported (`delivery.report.only.error`); the transaction's commit fails
+        // for them too, this keeps the reason for the error message.
+        if let Err((e, _)) = result {
+            self.note_error(e);
+        }
+    }
+}
+
+struct ThreadWaker(std::thread::Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Runs `fut` on this thread until it completes or `timeout` passes (`None`). The admin client's
+/// futures are completed by its own polling thread, so they need no runtime: parking until woken is
+/// all an executor has to do here, and it costs no dependency.
+pub(crate) fn block_on<F: Future>(fut: F, timeout: Duration) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return Some(v);
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return None;
+        }
+        std::thread::park_timeout(deadline - now);
+    }
+}
+
+/// A store error about `what`, with librdkafka's error (secrets removed).
+pub(crate) fn kafka_error(ctx: &Ctx, what: &str, e: &KafkaError) -> Error {
+    Error::store("kafka", format!("{what}: {}", ctx.scrub(&e.to_string())))
+}
+
+/// A timeout about `op`, naming the last error librdkafka reported.
+pub(crate) fn timeout_error(ctx: &Ctx, op: String, timeout: Duration) -> Error {
+    Error::Timeout {
+        op: format!("{op}{}", ctx.last_error_suffix()),
+        millis: timeout.as_millis() as u64,
+    }
+}
+
+/// An authentication failure, reported at once instead of waiting for the timeout.
+pub(crate) fn auth_error(bootstrap: &str, reason: &str) -> Error {
+    Error::store(
+        "kafka",
+        format!(
+            "authentication failed at {bootstrap}: {reason} (check sasl.mechanism, sasl.username \
+             and sasl.password)"
+        ),
+    )
+}

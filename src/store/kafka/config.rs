@@ -1,0 +1,485 @@
+//! Settings of a [`KafkaStore`](super::KafkaStore): from a URL or a [`KafkaStoreBuilder`], and the
+//! librdkafka client configurations made from them.
+//!
+//! Our own parameters are consumed here; every other URL parameter is a librdkafka property and is
+//! passed to all three clients (producer, consumer, admin) unchanged. Secret values (see
+//! [`is_secret`]) are kept out of `Debug` output, logs and error messages: [`Secrets::scrub`] is applied
+//! to everything librdkafka says before we log it or put it in an error.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+use rdkafka::config::RDKafkaLogLevel;
+use tracing::level_filters::LevelFilter;
+
+use crate::store::ApplyFault;
+use crate::store::url::{StoreUrl, is_secret};
+use crate::{Error, Result};
+
+/// Connect's default number of partitions of the offsets topic (`offset.storage.partitions`).
+pub const DEFAULT_PARTITIONS: i32 = 25;
+/// Connect's default replication factor of the offsets topic (`offset.storage.replication.factor`).
+pub const DEFAULT_REPLICATION: i32 = 3;
+/// How long opening, each transaction step and each read-to-end may take without progress.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// librdkafka properties the store sets itself; giving them is refused with the reason.
+const RESERVED: &[(&str, &str)] = &[
+    (
+        "bootstrap.servers",
+        "the brokers are the URL's host part: kafka://host:port,host:port/topic",
+    ),
+    (
+        "metadata.broker.list",
+        "the brokers are the URL's host part: kafka://host:port,host:port/topic",
+    ),
+    (
+        "transactional.id",
+        "each writer gets its own transactional.id; set `transactional.id.prefix` instead",
+    ),
+    (
+        "enable.idempotence",
+        "transactions need the idempotent producer",
+    ),
+    (
+        "isolation.level",
+        "the store reads with read_committed so aborted batches are never loaded",
+    ),
+    (
+        "enable.auto.commit",
+        "the store's reader never commits consumer offsets",
+    ),
+];
+
+/// Properties whose value the store fixes but which may be given with that same value.
+const FIXED: &[(&str, &str)] = &[("partitioner", "murmur2_random"), ("acks", "all")];
+
+/// The names of secret parameters: [`crate::store::url::is_secret`] plus PEM private keys and the
+/// OAUTHBEARER configuration string, which can hold a client secret.
+fn kafka_secret(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    is_secret(&n) || n.contains("key.pem") || n == "sasl.oauthbearer.config"
+}
+
+/// Builds a [`KafkaStore`](super::KafkaStore).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use connect_offsets::store::kafka::KafkaStore;
+///
+/// let store = KafkaStore::builder("127.0.0.1:9092", "connect-offsets")
+///     .partitions(25)
+///     .replication(3)
+///     .timeout(Duration::from_secs(10))
+///     .property("sasl.mechanism", "PLAIN")
+///     .open()?;
+/// # Ok::<(), connect_offsets::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct KafkaStoreBuilder {
+    pub(super) bootstrap: String,
+    pub(super) topic: String,
+    pub(super) partitions: i32,
+    pub(super) replication: i32,
+    pub(super) timeout: Duration,
+    pub(super) strict: bool,
+    pub(super) dead_letter: Option<PathBuf>,
+    pub(super) transactional_id_prefix: Option<String>,
+    pub(super) claim: Option<String>,
+    pub(super) properties: Vec<(String, String)>,
+    pub(super) fault: Option<Arc<dyn ApplyFault>>,
+}
+
+impl fmt::Debug for KafkaStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KafkaStoreBuilder")
+            .field("bootstrap", &self.bootstrap)
+            .field("topic", &self.topic)
+            .field("partitions", &self.partitions)
+            .field("replication", &self.replication)
+            .field("timeout", &self.timeout)
+            .field("strict", &self.strict)
+            .field("dead_letter", &self.dead_letter)
+            .field("transactional_id_prefix", &self.transactional_id_prefix)
+            .field("claim", &self.claim)
+            .field("properties", &Masked(&self.properties))
+            .finish()
+    }
+}
+
+/// Properties printed with secret values masked.
+struct Masked<'a>(&'a [(String, String)]);
+
+impl fmt::Debug for Masked<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.0.iter().map(|(k, v)| {
+                let shown = if kafka_secret(k) { "****" } else { v.as_str() };
+                (k, shown)
+            }))
+            .finish()
+    }
+}
+
+impl KafkaStoreBuilder {
+    /// A builder for the offsets topic `topic` on the brokers `bootstrap` (`host:port[,host:port]`).
+    pub fn new(bootstrap: impl Into<String>, topic: impl Into<String>) -> Self {
+        KafkaStoreBuilder {
+            bootstrap: bootstrap.into(),
+            topic: topic.into(),
+            partitions: DEFAULT_PARTITIONS,
+            replication: DEFAULT_REPLICATION,
+            timeout: DEFAULT_TIMEOUT,
+            strict: false,
+            dead_letter: None,
+            transactional_id_prefix: None,
+            claim: None,
+            properties: Vec::new(),
+            fault: None,
+        }
+    }
+
+    /// The builder a `kafka://host:port[,host:port]/topic?name=value&...` URL describes.
+    ///
+    /// Parameters: `partitions` (default 25) and `replication` (default 3, `-1` = the broker's
+    /// default) for a topic that must be created; `timeout.ms` (default 30000); `strict`
+    /// (`true` refuses to open a topic holding undecodable records); `dead.letter.file` (where
+    /// undecodable records are copied); `transactional.id.prefix`; `writer` (a writer to claim at open,
+    /// see [`claim_writer`](Self::claim_writer)). Any other parameter is a librdkafka property.
+    pub fn from_url(url: &StoreUrl) -> Result<Self> {
+        if url.scheme != "kafka" {
+            return Err(url.error("not a kafka:// URL"));
+        }
+        let (hosts, topic) = url.location.split_once('/').ok_or_else(|| {
+            url.error("no topic: use kafka://host:port[,host:port]/topic, e.g. kafka://127.0.0.1:9092/connect-offsets")
+        })?;
+        let mut b = KafkaStoreBuilder::new(hosts, topic);
+        let int = |name: &str, v: &str| -> Result<i64> {
+            v.parse::<i64>()
+                .map_err(|_| url.error(format!("parameter `{name}` must be an integer, not `{v}`")))
+        };
+        for (k, v) in &url.params {
+            match k.as_str() {
+                "partitions" => {
+                    b.partitions = i32::try_from(int(k, v)?)
+                        .map_err(|_| url.error("`partitions` is out of range"))?
+                }
+                "replication" => {
+                    b.replication = i32::try_from(int(k, v)?)
+                        .map_err(|_| url.error("`replication` is out of range"))?
+                }
+                "timeout.ms" => {
+                    let ms = int(k, v)?;
+                    if ms <= 0 {
+                        return Err(url.error("`timeout.ms` must be positive"));
+                    }
+                    b.timeout = Duration::from_millis(ms as u64);
+                }
+                "strict" => b.strict = url.bool_param("strict", false)?,
+                "dead.letter.file" => b.dead_letter = Some(PathBuf::from(v)),
+                "transactional.id.prefix" => b.transactional_id_prefix = Some(v.clone()),
+                "writer" => b.claim = Some(v.clone()),
+                _ => b.properties.push((k.clone(), v.clone())),
+            }
+        }
+        Ok(b)
+    }
+
+    /// Partitions of the topic when the store creates it (default 25). An existing topic keeps its own.
+    pub fn partitions(mut self, n: i32) -> Self {
+        self.partitions = n;
+        self
+    }
+
+    /// Replication factor when the store creates the topic (default 3; `-1` = the broker's default).
+    pub fn replication(mut self, n: i32) -> Self {
+        self.replication = n;
+        self
+    }
+
+    /// The bound on opening (reaching the brokers, checking the topic), on each transaction step and
+    /// on a read-to-end that makes no progress (default 30 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Refuse to open (or refresh) when the topic holds a record that does not decode, instead of
+    /// skipping it to the dead-letter file.
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
+    }
+
+    /// Where undecodable records are copied (one JSON line each, see [`crate::dead_letter`]). Without
+    /// one they are only counted ([`KafkaStore::dead_letters`](super::KafkaStore::dead_letters)) and
+    /// logged as warnings.
+    pub fn dead_letter_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.dead_letter = Some(path.into());
+        self
+    }
+
+    /// The prefix of every writer's `transactional.id` (default `connect-offsets-<topic>-`): writer `w`
+    /// writes with `transactional.id = prefix + w`.
+    pub fn transactional_id_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.transactional_id_prefix = Some(prefix.into());
+        self
+    }
+
+    /// Claims `writer` while opening: its transactional producer is initialized (fencing any older
+    /// process writing as the same writer and settling that process's open transaction) *before*
+    /// the topic is read, so [`applied_seq`](crate::OffsetStore::applied_seq) reflects everything the old
+    /// owner committed. A process that runs a commit buffer should claim its writer.
+    pub fn claim_writer(mut self, writer: impl Into<String>) -> Self {
+        self.claim = Some(writer.into());
+        self
+    }
+
+    /// Sets a librdkafka property (security settings included) on every client of the store.
+    pub fn property(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.properties.push((name.into(), value.into()));
+        self
+    }
+
+    /// Installs a fault seam inside `apply` (tests).
+    pub fn fault(mut self, fault: Arc<dyn ApplyFault>) -> Self {
+        self.fault = Some(fault);
+        self
+    }
+
+    /// Connects, makes sure the topic exists and is compacted, and reads it into memory.
+    pub fn open(self) -> Result<super::KafkaStore> {
+        super::KafkaStore::open_with(self)
+    }
+
+    /// Checks the settings and resolves them (no I/O).
+    pub(super) fn settings(&self) -> Result<Settings> {
+        let bad = |reason: String| Error::Invalid(format!("kafka store: {reason}"));
+        if self.bootstrap.trim().is_empty() {
+            return Err(bad("no brokers given (kafka://host:port/topic)".into()));
+        }
+        validate_topic(&self.topic).map_err(bad)?;
+        if self.partitions < 1 {
+            return Err(bad(format!(
+                "partitions must be at least 1, not {}",
+                self.partitions
+            )));
+        }
+        if self.replication < 1 && self.replication != -1 {
+            return Err(bad(format!(
+                "replication must be at least 1 (or -1 for the broker's default), not {}",
+                self.replication
+            )));
+        }
+        let mut properties = Vec::new();
+        for (k, v) in &self.properties {
+            if let Some((_, why)) = RESERVED.iter().find(|(name, _)| name == k) {
+                return Err(bad(format!("property `{k}` cannot be set: {why}")));
+            }
+            if let Some((_, fixed)) = FIXED.iter().find(|(name, _)| name == k) {
+                if v != fixed {
+                    return Err(bad(format!(
+                        "property `{k}` must be `{fixed}` (Kafka Connect's placement and durability), not `{}`",
+                        if kafka_secret(k) { "****" } else { v }
+                    )));
+                }
+                continue;
+            }
+            if k == "sasl.jaas.config" {
+                return Err(bad(
+                    "`sasl.jaas.config` is a Java client property; librdkafka takes \
+                     `sasl.mechanism`, `sasl.username` and `sasl.password`"
+                        .into(),
+                ));
+            }
+            properties.push((k.clone(), v.clone()));
+        }
+        let secrets = Secrets(
+            properties
+                .iter()
+                .filter(|(k, v)| kafka_secret(k) && !v.is_empty())
+                .map(|(_, v)| v.clone())
+                .collect(),
+        );
+        let max_message_bytes = match properties.iter().find(|(k, _)| k == "message.max.bytes") {
+            Some((_, v)) => v
+                .parse()
+                .map_err(|_| bad(format!("`message.max.bytes` must be an integer, not `{v}`")))?,
+            None => 1_000_000,
+        };
+        let prefix = self
+            .transactional_id_prefix
+            .clone()
+            .unwrap_or_else(|| format!("connect-offsets-{}-", self.topic));
+        Ok(Settings {
+            bootstrap: self.bootstrap.trim().to_string(),
+            topic: self.topic.clone(),
+            partitions: self.partitions,
+            replication: self.replication,
+            timeout: self.timeout,
+            strict: self.strict,
+            dead_letter: self.dead_letter.clone(),
+            transactional_id_prefix: prefix,
+            properties,
+            secrets: Arc::new(secrets),
+            max_message_bytes,
+        })
+    }
+}
+
+/// Kafka's rule for topic names: 1 to 249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
+fn validate_topic(topic: &str) -> std::result::Result<(), String> {
+    if topic.is_empty() {
+        return Err("no topic given (kafka://host:port/topic)".into());
+    }
+    if topic.len() > 249 || topic == "." || topic == ".." {
+        return Err(format!("`{topic}` is not a valid topic name"));
+    }
+    if let Some(c) = topic
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!(
+            "topic name `{topic}` contains `{c}`; Kafka allows only letters, digits, `.`, `_` and `-`"
+        ));
+    }
+    Ok(())
+}
+
+/// The values of secret properties, to be cut out of anything we print.
+#[derive(Default)]
+pub(crate) struct Secrets(Vec<String>);
+
+impl Secrets {
+    /// `text` with every secret value replaced by `****`.
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for s in &self.0 {
+            if out.contains(s.as_str()) {
+                out = out.replace(s.as_str(), "****");
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secrets({} hidden)", self.0.len())
+    }
+}
+
+/// Resolved, checked settings.
+pub(crate) struct Settings {
+    pub bootstrap: String,
+    pub topic: String,
+    pub partitions: i32,
+    pub replication: i32,
+    pub timeout: Duration,
+    pub strict: bool,
+    pub dead_letter: Option<PathBuf>,
+    pub transactional_id_prefix: String,
+    pub properties: Vec<(String, String)>,
+    pub secrets: Arc<Secrets>,
+    pub max_message_bytes: usize,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("bootstrap", &self.bootstrap)
+            .field("topic", &self.topic)
+            .field("timeout", &self.timeout)
+            .field("strict", &self.strict)
+            .field("dead_letter", &self.dead_letter)
+            .field("transactional_id_prefix", &self.transactional_id_prefix)
+            .field("properties", &Masked(&self.properties))
+            .finish()
+    }
+}
+
+/// A process-unique suffix for client names (`group.id` of the reader, the unsequenced producer).
+pub(crate) fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}-{:x}-{}",
+        std::process::id(),
+        nanos,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl Settings {
+    fn base(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        // librdkafka formats only what would be logged: follow the level `tracing` lets through.
+        c.set_log_level(match tracing::level_filters::LevelFilter::current() {
+            LevelFilter::TRACE | LevelFilter::DEBUG => RDKafkaLogLevel::Debug,
+            LevelFilter::INFO => RDKafkaLogLevel::Info,
+            LevelFilter::WARN => RDKafkaLogLevel::Warning,
+            _ => RDKafkaLogLevel::Error,
+        });
+        c.set("bootstrap.servers", &self.bootstrap);
+        c.set("client.id", "connect-offsets");
+        for (k, v) in &self.properties {
+            c.set(k, v);
+        }
+        c
+    }
+
+    /// The reader: assigned every partition, never commits, sees committed records only.
+    pub(crate) fn consumer_config(&self) -> ClientConfig {
+        let mut c = self.base();
+        if !self.properties.iter().any(|(k, _)| k == "group.id") {
+            // librdkafka needs a group for assign(); it is never joined and nothing is committed to it.
+            c.set(
+                "group.id",
+                format!("connect-offsets-reader-{}", unique_suffix()),
+            );
+        }
+        c.set("enable.auto.commit", "false");
+        c.set("enable.auto.offset.store", "false");
+        c.set("isolation.level", "read_committed");
+        c.set("auto.offset.reset", "earliest");
+        c.set("enable.partition.eof", "false");
+        c
+    }
+
+    /// A transactional producer with Connect's placement and `acks=all`.
+    pub(crate) fn producer_config(&self, transactional_id: &str) -> ClientConfig {
+        let mut c = self.base();
+        c.set("transactional.id", transactional_id);
+        c.set("enable.idempotence", "true");
+        c.set("acks", "all");
+        c.set("partitioner", "murmur2_random");
+        // Failures still fail the commit; successes need no report, so nothing piles up per record.
+        c.set("delivery.report.only.error", "true");
+        c.set(
+            "transaction.timeout.ms",
+            self.properties
+                .iter()
+                .find(|(k, _)| k == "transaction.timeout.ms")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| "60000".into()),
+        );
+        c
+    }
+
+    /// The admin client (topic creation and configuration).
+    pub(crate) fn admin_config(&self) -> ClientConfig {
+        self.base()
+    }
+
+    /// The `transactional.id` of `writer`.
+    pub(crate) fn transactional_id(&self, writer: &str) -> String {
+        format!("{}{writer}", self.transactional_id_prefix)
+    }
+}

@@ -1,0 +1,688 @@
+//! Reading the offsets topic into memory: the in-memory [`State`], the decoding of each record, the
+//! [`Reader`] that reads every partition to its end, and the dead-letter sink for records that do not
+//! decode.
+//!
+//! ## One structural key, several record keys
+//! Connect looks offsets up by exact key bytes, so `{"a":1,"b":2}` and `{"b":2,"a":1}` are two
+//! records to Kafka (and usually on two different partitions), while to this crate they are one key.
+//! [`State`] therefore keeps, per structural key, every *form* (exact key bytes) that is live in the
+//! topic: the one read or written last is what `get` returns, the others are "shadowed". The writer
+//! tombstones every other live form in the same transaction when it writes a key, so after our own
+//! writes a key has one form again; shadowed forms only come from other writers.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rdkafka::Message;
+use rdkafka::TopicPartitionList;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Headers;
+use rdkafka::topic_partition_list::Offset as KafkaOffset;
+
+use super::client::{Ctx, auth_error, kafka_error, timeout_error};
+use super::config::Settings;
+use crate::codec::json::{self, Json};
+use crate::dead_letter::{DeadLetter, DeadLetterFile};
+use crate::model::{KeyMap, OffsetKey};
+use crate::{Error, Offset, Result};
+
+/// Record header naming the writer of the batch a record belongs to.
+pub const WRITER_HEADER: &str = "connect-offsets-writer";
+/// Record header with the batch's `seq` (ASCII decimal).
+pub const SEQ_HEADER: &str = "connect-offsets-seq";
+/// The one member of a writer marker's key: `{"connect-offsets-writer":"<writer>"}`.
+pub const MARKER_FIELD: &str = "connect-offsets-writer";
+
+/// The key of `writer`'s marker record.
+pub fn marker_key(writer: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(writer.len() + 32);
+    k.push(b'{');
+    json::encode_str(MARKER_FIELD, &mut k);
+    k.push(b':');
+    json::encode_str(writer, &mut k);
+    k.push(b'}');
+    k
+}
+
+/// The value of a marker record for batch `seq`.
+pub fn marker_value(seq: u64) -> Vec<u8> {
+    format!("{{\"seq\":{seq}}}").into_bytes()
+}
+
+/// What one record of the topic is.
+pub(crate) enum Record {
+    /// An offset (`Some`) or a reset (`None`) of a Connect key.
+    Offset {
+        key: OffsetKey,
+        offset: Option<Offset>,
+    },
+    /// A writer's marker; `None` when the marker itself was deleted (tombstoned by an operator).
+    Marker { writer: String, seq: Option<u64> },
+}
+
+/// Decodes one record, or says why it cannot be used.
+pub(crate) fn decode(
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+) -> std::result::Result<Record, String> {
+    let key = key.ok_or("the record has no key")?;
+    if key.first() == Some(&b'{')
+        && let Ok(Json::Object(members)) = json::parse(key)
+        && let [(field, Json::String(writer))] = members.as_slice()
+        && field == MARKER_FIELD
+    {
+        let seq = match value {
+            None => None,
+            Some(v) => match json::parse(v) {
+                Ok(Json::Object(m)) => match m.as_slice() {
+                    [(f, Json::Int(seq))] if f == "seq" && *seq >= 0 => Some(*seq as u64),
+                    _ => return Err("writer marker value is not {\"seq\":N}".into()),
+                },
+                Ok(Json::Null) => None,
+                Ok(_) => return Err("writer marker value is not {\"seq\":N}".into()),
+                Err(e) => return Err(format!("writer marker value: {e}")),
+            },
+        };
+        return Ok(Record::Marker {
+            writer: writer.clone(),
+            seq,
+        });
+    }
+    let key = json::decode_key(key).map_err(|e| e.to_string())?;
+    let offset = match value {
+        None => None,
+        Some(v) => json::decode_value(v).map_err(|e| e.to_string())?,
+    };
+    Ok(Record::Offset { key, offset })
+}
+
+/// The `(writer, seq)` headers of a record, when it has both and they parse.
+fn batch_headers<H: Headers>(headers: &H) -> Option<(String, u64)> {
+    let mut writer = None;
+    let mut seq = None;
+    for i in 0..headers.count() {
+        let h = headers.get(i);
+        match (h.key, h.value) {
+            (WRITER_HEADER, Some(v)) => writer = std::str::from_utf8(v).ok().map(str::to_owned),
+            (SEQ_HEADER, Some(v)) => {
+                seq = std::str::from_utf8(v)
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok())
+            }
+            _ => {}
+        }
+    }
+    Some((writer?, seq?))
+}
+
+/// One record form of a structural key: its decoded key, its exact key bytes when they differ from
+/// what the encoder makes of the decoded key (another producer's spelling), and its offset.
+struct Form {
+    key: OffsetKey,
+    raw: Option<Box<[u8]>>,
+    offset: Offset,
+}
+
+impl Form {
+    fn new(raw: &[u8], key: OffsetKey, offset: Offset) -> Form {
+        let raw = (key.connect_key() != raw).then(|| raw.into());
+        Form { key, raw, offset }
+    }
+
+    fn raw(&self) -> Cow<'_, [u8]> {
+        match &self.raw {
+            Some(r) => Cow::Borrowed(r),
+            None => Cow::Owned(self.key.connect_key()),
+        }
+    }
+
+    fn is(&self, raw: &[u8]) -> bool {
+        *self.raw() == *raw
+    }
+}
+
+/// Every live form of one structural key; `current` is what lookups return.
+struct Stored {
+    current: Form,
+    shadowed: Vec<Form>,
+}
+
+/// The topic's content as far as it was read (and as our own commits changed it).
+#[derive(Default)]
+pub(crate) struct State {
+    namespaces: BTreeMap<String, KeyMap<Stored>>,
+    seqs: HashMap<String, u64>,
+}
+
+impl State {
+    /// A record `raw` → `offset` (read from the topic or just committed by us).
+    pub(crate) fn put(&mut self, raw: &[u8], key: OffsetKey, offset: Offset) {
+        let ns = match self.namespaces.get_mut(key.namespace()) {
+            Some(ns) => ns,
+            None => self
+                .namespaces
+                .entry(key.namespace().to_owned())
+                .or_default(),
+        };
+        match ns.get_mut(&key) {
+            None => {
+                let form = Form::new(raw, key.clone(), offset);
+                ns.insert(
+                    key,
+                    Stored {
+                        current: form,
+                        shadowed: Vec::new(),
+                    },
+                );
+            }
+            Some(stored) if stored.current.is(raw) => {
+                stored.current.offset = offset;
+            }
+            Some(stored) => {
+                stored.shadowed.retain(|f| !f.is(raw));
+                let old = std::mem::replace(&mut stored.current, Form::new(raw, key, offset));
+                stored.shadowed.push(old);
+            }
+        }
+    }
+
+    /// A tombstone for the record key `raw` (of structural key `key`).
+    pub(crate) fn reset(&mut self, raw: &[u8], key: &OffsetKey) {
+        let Some(ns) = self.namespaces.get_mut(key.namespace()) else {
+            return;
+        };
+        let Some(stored) = ns.get_mut(key) else {
+            return;
+        };
+        if stored.current.is(raw) {
+            match stored.shadowed.pop() {
+                Some(next) => stored.current = next,
+                None => {
+                    ns.remove(key);
+                    if ns.is_empty() {
+                        self.namespaces.remove(key.namespace());
+                    }
+                }
+            }
+        } else {
+            stored.shadowed.retain(|f| !f.is(raw));
+        }
+    }
+
+    /// Batch `seq` of `writer` is in the topic.
+    pub(crate) fn note_seq(&mut self, writer: &str, seq: u64) {
+        match self.seqs.get_mut(writer) {
+            Some(s) => *s = (*s).max(seq),
+            None => {
+                self.seqs.insert(writer.to_owned(), seq);
+            }
+        }
+    }
+
+    /// The record keys of every live form of `key` (what a reset must tombstone).
+    pub(crate) fn live_forms(&self, key: &OffsetKey) -> Vec<Vec<u8>> {
+        self.namespaces
+            .get(key.namespace())
+            .and_then(|ns| ns.get(key))
+            .map(|s| {
+                std::iter::once(&s.current)
+                    .chain(&s.shadowed)
+                    .map(|f| f.raw().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn applied_seq(&self, writer: &str) -> u64 {
+        self.seqs.get(writer).copied().unwrap_or(0)
+    }
+
+    pub(crate) fn writers(&self) -> Vec<(String, u64)> {
+        let mut w: Vec<_> = self.seqs.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        w.sort();
+        w
+    }
+
+    pub(crate) fn get(&self, key: &OffsetKey) -> Option<Offset> {
+        self.namespaces
+            .get(key.namespace())
+            .and_then(|ns| ns.get(key))
+            .map(|s| s.current.offset.clone())
+    }
+
+    pub(crate) fn partitions(&self, namespace: &str) -> Vec<(OffsetKey, Offset)> {
+        let mut out: Vec<_> = self
+            .namespaces
+            .get(namespace)
+            .map(|ns| {
+                ns.values()
+                    .map(|s| (s.current.key.clone(), s.current.offset.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    pub(crate) fn namespaces(&self) -> Vec<String> {
+        self.namespaces.keys().cloned().collect()
+    }
+
+    /// Number of keys with an offset.
+    pub(crate) fn len(&self) -> usize {
+        self.namespaces.values().map(|ns| ns.len()).sum()
+    }
+}
+
+/// Where records that do not decode go.
+pub(crate) struct DeadLetters {
+    file: Option<DeadLetterFile>,
+    count: AtomicU64,
+}
+
+impl DeadLetters {
+    pub(crate) fn new(settings: &Settings) -> Self {
+        DeadLetters {
+            file: settings.dead_letter.as_ref().map(DeadLetterFile::new),
+            count: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn count(&self) -> u64 {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn bad(
+        &self,
+        settings: &Settings,
+        partition: i32,
+        offset: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        reason: &str,
+    ) -> Result<()> {
+        let topic = &settings.topic;
+        if settings.strict {
+            return Err(Error::store(
+                "kafka",
+                format!(
+                    "topic `{topic}` partition {partition} offset {offset}: {reason} (strict mode \
+                     refuses such records; without `strict` they are skipped and copied to the \
+                     dead-letter file)"
+                ),
+            ));
+        }
+        if let Some(file) = &self.file {
+            file.write(&DeadLetter {
+                source: "kafka",
+                location: vec![
+                    ("topic", topic.clone()),
+                    ("partition", partition.to_string()),
+                    ("offset", offset.to_string()),
+                ],
+                reason: reason.to_string(),
+                blobs: vec![("key", key), ("value", value)],
+            })?;
+        }
+        let n = self.count.fetch_add(1, Ordering::SeqCst) + 1;
+        match &self.file {
+            Some(f) => tracing::warn!(
+                topic = %topic, partition, offset, reason, dead_letters = n,
+                file = %f.path().display(),
+                "skipped an offsets record that does not decode; it is in the dead-letter file"
+            ),
+            None => tracing::warn!(
+                topic = %topic, partition, offset, reason, dead_letters = n,
+                "skipped an offsets record that does not decode (no dead-letter file configured: \
+                 set `dead.letter.file` to keep such records)"
+            ),
+        }
+        Ok(())
+    }
+}
+
+/// Errors that pass by themselves (leadership moving, a broker restarting, a request timing out).
+fn retriable(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::NotLeaderForPartition
+                | RDKafkaErrorCode::LeaderNotAvailable
+                | RDKafkaErrorCode::UnknownTopicOrPartition
+                | RDKafkaErrorCode::UnknownLeaderEpoch
+                | RDKafkaErrorCode::FencedLeaderEpoch
+                | RDKafkaErrorCode::NotCoordinator
+                | RDKafkaErrorCode::OperationTimedOut
+                | RDKafkaErrorCode::RequestTimedOut
+                | RDKafkaErrorCode::AllBrokersDown
+                | RDKafkaErrorCode::BrokerTransportFailure
+                | RDKafkaErrorCode::OffsetNotAvailable
+                | RDKafkaErrorCode::OffsetOutOfRange
+        )
+    )
+}
+
+/// How many times a read-to-end fetches the end offsets again before it settles for what it has
+/// (only a topic that is written without pause keeps moving).
+const MAX_ROUNDS: usize = 20;
+
+/// Reads the topic with `read_committed`, keeping its place between catch-ups.
+pub(crate) struct Reader {
+    consumer: BaseConsumer<Ctx>,
+    topic: String,
+    partitions: i32,
+    /// The next offset to read in each partition, as far as we know (records and control markers).
+    next: Vec<i64>,
+}
+
+impl Reader {
+    /// The consumer, not yet assigned (it is first used to look the topic up).
+    pub(crate) fn new(settings: &Settings) -> Result<Reader> {
+        let ctx = Ctx::new(settings.secrets.clone(), "reader");
+        let consumer: BaseConsumer<Ctx> = settings
+            .consumer_config()
+            .create_with_context(ctx)
+            .map_err(|e| {
+                Error::store(
+                    "kafka",
+                    format!(
+                        "cannot create the reader: {}",
+                        settings.secrets.scrub(&e.to_string())
+                    ),
+                )
+            })?;
+        Ok(Reader {
+            consumer,
+            topic: settings.topic.clone(),
+            partitions: 0,
+            next: Vec::new(),
+        })
+    }
+
+    pub(crate) fn consumer(&self) -> &BaseConsumer<Ctx> {
+        &self.consumer
+    }
+
+    /// Assigns every partition, from the beginning.
+    pub(crate) fn assign(&mut self, partitions: i32) -> Result<()> {
+        let mut tpl = TopicPartitionList::with_capacity(partitions as usize);
+        for p in 0..partitions {
+            tpl.add_partition_offset(&self.topic, p, KafkaOffset::Beginning)
+                .map_err(|e| kafka_error(self.consumer.context(), "assign partitions", &e))?;
+        }
+        self.consumer.assign(&tpl).map_err(|e| {
+            kafka_error(
+                self.consumer.context(),
+                &format!("assign the {partitions} partitions of `{}`", self.topic),
+                &e,
+            )
+        })?;
+        self.partitions = partitions;
+        self.next = vec![0; partitions as usize];
+        Ok(())
+    }
+
+    /// The end of each partition for a `read_committed` reader: the last stable offset. Retries
+    /// while partitions are between leaders (a new topic, a broker lost) until the timeout.
+    fn end_offsets(&self, settings: &Settings) -> Result<Vec<i64>> {
+        let what = format!("ask for the end offsets of topic `{}`", self.topic);
+        let deadline = Instant::now() + settings.timeout;
+        loop {
+            match self.try_end_offsets(settings, deadline) {
+                Ok(ends) => return Ok(ends),
+                Err(e) => {
+                    self.consumer.context().note_error(&e);
+                    if Instant::now() >= deadline {
+                        return Err(timeout_error(
+                            self.consumer.context(),
+                            what,
+                            settings.timeout,
+                        ));
+                    }
+                    if !retriable(&e) {
+                        return Err(kafka_error(self.consumer.context(), &what, &e));
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+    }
+
+    fn try_end_offsets(
+        &self,
+        settings: &Settings,
+        deadline: Instant,
+    ) -> std::result::Result<Vec<i64>, KafkaError> {
+        let mut tpl = TopicPartitionList::with_capacity(self.partitions as usize);
+        for p in 0..self.partitions {
+            // Offset::End asks for the latest offset, which the broker answers with the last stable
+            // offset because the reader's isolation level is read_committed.
+            tpl.add_partition_offset(&self.topic, p, KafkaOffset::End)?;
+        }
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(100))
+            .min(settings.timeout);
+        let got = self.consumer.offsets_for_times(tpl, left)?;
+        let mut ends = vec![0; self.partitions as usize];
+        for elem in got.elements() {
+            let p = elem.partition();
+            if p < 0 || p >= self.partitions {
+                continue;
+            }
+            elem.error()?;
+            ends[p as usize] = match elem.offset() {
+                KafkaOffset::Offset(o) => o,
+                _ => return Err(KafkaError::OffsetFetch(RDKafkaErrorCode::OffsetOutOfRange)),
+            };
+        }
+        Ok(ends)
+    }
+
+    /// Reads every partition to its end into `state`, again and again until the ends stop moving
+    /// (or [`MAX_ROUNDS`] rounds). Returns how many records were read.
+    pub(crate) fn catch_up(
+        &mut self,
+        state: &mut State,
+        dead: &DeadLetters,
+        settings: &Settings,
+    ) -> Result<u64> {
+        let mut read = 0;
+        for round in 0.. {
+            let ends = self.end_offsets(settings)?;
+            if (0..self.partitions as usize).all(|p| self.next[p] >= ends[p]) {
+                break;
+            }
+            if round == MAX_ROUNDS {
+                tracing::debug!(topic = %self.topic, "the topic keeps growing; stopping the catch-up here");
+                break;
+            }
+            read += self.read_to(&ends, state, dead, settings)?;
+        }
+        Ok(read)
+    }
+
+    fn read_to(
+        &mut self,
+        ends: &[i64],
+        state: &mut State,
+        dead: &DeadLetters,
+        settings: &Settings,
+    ) -> Result<u64> {
+        let n = self.partitions as usize;
+        let mut pending: Vec<bool> = (0..n).map(|p| self.next[p] < ends[p]).collect();
+        let mut left = pending.iter().filter(|p| **p).count();
+        let mut low_checked = vec![false; n];
+        let mut read = 0u64;
+        let mut last_progress = Instant::now();
+        let mut since_check = 0u32;
+        while left > 0 {
+            let mut check = false;
+            match self.consumer.poll(Duration::from_millis(20)) {
+                Some(Ok(msg)) => {
+                    let p = msg.partition();
+                    let o = msg.offset();
+                    if msg.topic() == self.topic && (0..self.partitions).contains(&p) {
+                        if let Err(e) = self.handle(&msg, state, dead, settings) {
+                            // Strict mode: leave the bad record ahead of the reader so the next
+                            // catch-up meets it again.
+                            drop(msg);
+                            if let Err(se) = self.consumer.seek(
+                                &self.topic,
+                                p,
+                                KafkaOffset::Offset(o),
+                                settings.timeout,
+                            ) {
+                                tracing::warn!(partition = p, offset = o, error = %se, "cannot seek back to a refused record");
+                            }
+                            return Err(e);
+                        }
+                        let pi = p as usize;
+                        self.next[pi] = self.next[pi].max(o + 1);
+                        read += 1;
+                        last_progress = Instant::now();
+                        if pending[pi] && self.next[pi] >= ends[pi] {
+                            pending[pi] = false;
+                            left -= 1;
+                        }
+                        since_check += 1;
+                        check = since_check >= 4096;
+                    }
+                }
+                Some(Err(e)) => {
+                    let ctx = self.consumer.context();
+                    ctx.note_error(&e);
+                    if let Some(reason) = ctx.auth_error() {
+                        return Err(auth_error(&settings.bootstrap, &reason));
+                    }
+                    if matches!(e, KafkaError::MessageConsumptionFatal(_)) {
+                        return Err(kafka_error(
+                            ctx,
+                            &format!("read topic `{}`", self.topic),
+                            &e,
+                        ));
+                    }
+                }
+                None => check = true,
+            }
+            if check {
+                since_check = 0;
+                // Control records (transaction markers) are never delivered but move the position.
+                if self.advance_positions(ends, &mut pending, &mut left)? {
+                    last_progress = Instant::now();
+                }
+                if left > 0 && last_progress.elapsed() > Duration::from_secs(1) {
+                    // A partition whose records were all deleted starts past where we think it does.
+                    for p in 0..n {
+                        if pending[p] && !low_checked[p] {
+                            low_checked[p] = true;
+                            let (low, _) = self
+                                .consumer
+                                .fetch_watermarks(&self.topic, p as i32, settings.timeout)
+                                .map_err(|e| {
+                                    kafka_error(
+                                        self.consumer.context(),
+                                        &format!("watermarks of `{}` partition {p}", self.topic),
+                                        &e,
+                                    )
+                                })?;
+                            if low >= ends[p] {
+                                self.next[p] = self.next[p].max(low);
+                                pending[p] = false;
+                                left -= 1;
+                                last_progress = Instant::now();
+                            }
+                        }
+                    }
+                }
+            }
+            if left > 0 && last_progress.elapsed() > settings.timeout {
+                let stuck: Vec<String> = (0..n)
+                    .filter(|p| pending[*p])
+                    .take(5)
+                    .map(|p| format!("partition {p} at offset {} of {}", self.next[p], ends[p]))
+                    .collect();
+                return Err(timeout_error(
+                    self.consumer.context(),
+                    format!(
+                        "reading topic `{}` to its end ({}) with no progress",
+                        self.topic,
+                        stuck.join(", ")
+                    ),
+                    settings.timeout,
+                ));
+            }
+        }
+        Ok(read)
+    }
+
+    /// Moves `next` up to the consumer's positions; true when something moved.
+    fn advance_positions(
+        &mut self,
+        ends: &[i64],
+        pending: &mut [bool],
+        left: &mut usize,
+    ) -> Result<bool> {
+        let positions = self
+            .consumer
+            .position()
+            .map_err(|e| kafka_error(self.consumer.context(), "reader position", &e))?;
+        let mut moved = false;
+        for elem in positions.elements() {
+            let p = elem.partition();
+            if elem.topic() != self.topic || !(0..self.partitions).contains(&p) {
+                continue;
+            }
+            let pi = p as usize;
+            if let KafkaOffset::Offset(pos) = elem.offset()
+                && pos > self.next[pi]
+            {
+                self.next[pi] = pos;
+                moved = true;
+            }
+            if pending[pi] && self.next[pi] >= ends[pi] {
+                pending[pi] = false;
+                *left -= 1;
+            }
+        }
+        Ok(moved)
+    }
+
+    fn handle<M: Message>(
+        &self,
+        msg: &M,
+        state: &mut State,
+        dead: &DeadLetters,
+        settings: &Settings,
+    ) -> Result<()> {
+        let key = msg.key();
+        let value = msg.payload();
+        match decode(key, value) {
+            Ok(Record::Offset { key: k, offset }) => {
+                let raw = key.unwrap_or_default();
+                match offset {
+                    Some(o) => state.put(raw, k, o),
+                    None => state.reset(raw, &k),
+                }
+            }
+            Ok(Record::Marker { writer, seq }) => {
+                if let Some(seq) = seq {
+                    state.note_seq(&writer, seq);
+                }
+            }
+            Err(reason) => {
+                return dead.bad(settings, msg.partition(), msg.offset(), key, value, &reason);
+            }
+        }
+        if let Some(headers) = msg.headers()
+            && let Some((writer, seq)) = batch_headers(headers)
+        {
+            state.note_seq(&writer, seq);
+        }
+        Ok(())
+    }
+}

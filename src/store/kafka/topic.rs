@@ -1,0 +1,220 @@
+//! The offsets topic: reaching the brokers within the timeout, creating the topic compacted when it is
+//! missing, and refusing one whose `cleanup.policy` is not exactly `compact`, with Kafka Connect's
+//! reason (`TopicAdmin.verifyTopicCleanupPolicyOnlyCompact`).
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::RDKafkaErrorCode;
+
+use super::client::{Ctx, auth_error, block_on, kafka_error, timeout_error};
+use super::config::Settings;
+use crate::{Error, Result};
+
+/// What the brokers said about the topic.
+enum Lookup {
+    Missing,
+    Partitions(i32),
+}
+
+/// Makes sure the offsets topic exists and is compacted; returns its number of partitions.
+pub(crate) fn ensure_topic(settings: &Settings, reader: &BaseConsumer<Ctx>) -> Result<i32> {
+    let deadline = Instant::now() + settings.timeout;
+    let partitions = match lookup(settings, reader, deadline)? {
+        Lookup::Partitions(n) => n,
+        Lookup::Missing => {
+            create(settings, deadline)?;
+            // The new topic reaches every broker's metadata cache a moment later.
+            loop {
+                match lookup(settings, reader, deadline)? {
+                    Lookup::Partitions(n) => break n,
+                    Lookup::Missing => std::thread::sleep(Duration::from_millis(50)),
+                }
+            }
+        }
+    };
+    check_policy(settings, deadline)?;
+    Ok(partitions)
+}
+
+/// Asks the brokers for the topic's metadata until they answer or the deadline passes. Fails at once
+/// when the brokers refuse our credentials.
+fn lookup(settings: &Settings, reader: &BaseConsumer<Ctx>, deadline: Instant) -> Result<Lookup> {
+    let ctx = reader.context();
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(timeout_error(
+                ctx,
+                format!(
+                    "reaching the Kafka brokers {} for topic `{}`",
+                    settings.bootstrap, settings.topic
+                ),
+                settings.timeout,
+            ));
+        }
+        let slice = (deadline - now).min(Duration::from_secs(1));
+        let result = reader.fetch_metadata(Some(&settings.topic), slice);
+        // Errors (connection refused, authentication failed) arrive as events on the reader's queue.
+        for _ in 0..64 {
+            match reader.poll(Duration::ZERO) {
+                Some(Err(e)) => ctx.note_error(&e),
+                Some(Ok(_)) => {}
+                None => break,
+            }
+        }
+        if let Some(reason) = ctx.auth_error() {
+            return Err(auth_error(&settings.bootstrap, &reason));
+        }
+        match result {
+            Ok(md) => {
+                let Some(t) = md.topics().iter().find(|t| t.name() == settings.topic) else {
+                    return Ok(Lookup::Missing);
+                };
+                match t.error().map(RDKafkaErrorCode::from) {
+                    Some(
+                        RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic,
+                    ) => {
+                        return Ok(Lookup::Missing);
+                    }
+                    Some(
+                        code @ (RDKafkaErrorCode::TopicAuthorizationFailed
+                        | RDKafkaErrorCode::ClusterAuthorizationFailed),
+                    ) => {
+                        return Err(Error::store(
+                            "kafka",
+                            format!("topic `{}`: {code}", settings.topic),
+                        ));
+                    }
+                    Some(code) => ctx.note_error(&rdkafka::error::KafkaError::MetadataFetch(code)),
+                    // Ready once every partition has a leader.
+                    None if !t.partitions().is_empty()
+                        && t.partitions()
+                            .iter()
+                            .all(|p| p.error().is_none() && p.leader() >= 0) =>
+                    {
+                        return Ok(Lookup::Partitions(t.partitions().len() as i32));
+                    }
+                    None => {}
+                }
+            }
+            Err(e) => ctx.note_error(&e),
+        }
+        std::thread::sleep(
+            Duration::from_millis(50).min(deadline.saturating_duration_since(Instant::now())),
+        );
+    }
+}
+
+fn admin(settings: &Settings) -> Result<AdminClient<Ctx>> {
+    let ctx = Ctx::new(settings.secrets.clone(), "admin");
+    settings
+        .admin_config()
+        .create_with_context(ctx)
+        .map_err(|e| {
+            Error::store(
+                "kafka",
+                format!(
+                    "cannot create the admin client: {}",
+                    settings.secrets.scrub(&e.to_string())
+                ),
+            )
+        })
+}
+
+fn options(deadline: Instant) -> AdminOptions {
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(100));
+    AdminOptions::new()
+        .request_timeout(Some(left))
+        .operation_timeout(Some(left))
+}
+
+/// Creates the topic compacted, with the configured partitions and replication.
+fn create(settings: &Settings, deadline: Instant) -> Result<()> {
+    let admin = admin(settings)?;
+    let topic = NewTopic::new(
+        &settings.topic,
+        settings.partitions,
+        TopicReplication::Fixed(settings.replication),
+    )
+    .set("cleanup.policy", "compact");
+    let what = format!(
+        "create topic `{}` ({} partitions, replication {})",
+        settings.topic, settings.partitions, settings.replication
+    );
+    let left = deadline.saturating_duration_since(Instant::now());
+    let results = block_on(admin.create_topics([&topic], &options(deadline)), left)
+        .ok_or_else(|| timeout_error(admin.inner().context(), what.clone(), settings.timeout))?
+        .map_err(|e| kafka_error(admin.inner().context(), &what, &e))?;
+    for r in results {
+        match r {
+            Ok(_) => tracing::info!(
+                topic = %settings.topic,
+                partitions = settings.partitions,
+                replication = settings.replication,
+                "created the offsets topic (cleanup.policy=compact)"
+            ),
+            // Someone else created it meanwhile: the policy check below decides.
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((_, code)) => {
+                return Err(Error::store("kafka", format!("{what}: {code}")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Kafka Connect's refusal of an offsets topic that is not exactly `cleanup.policy=compact`.
+pub(crate) fn policy_refusal(topic: &str, found: &str) -> String {
+    format!(
+        "Topic '{topic}' supplied via the 'offset.storage.topic' property is required to have \
+         'cleanup.policy=compact' to guarantee consistency and durability of source connector offsets, \
+         but found the topic currently has 'cleanup.policy={found}'. Continuing would likely result in \
+         eventually losing source connector offsets and problems restarting this Connect cluster in the \
+         future. Change the 'offset.storage.topic' property in the Connect worker configurations to use \
+         a topic with 'cleanup.policy=compact'."
+    )
+}
+
+/// Reads the topic's `cleanup.policy` and refuses anything but exactly `{compact}` (Connect splits
+/// on commas, trims, lowercases and compares the set).
+fn check_policy(settings: &Settings, deadline: Instant) -> Result<()> {
+    let admin = admin(settings)?;
+    let what = format!("describe the configuration of topic `{}`", settings.topic);
+    let left = deadline.saturating_duration_since(Instant::now());
+    let results = block_on(
+        admin.describe_configs(
+            [&ResourceSpecifier::Topic(&settings.topic)],
+            &options(deadline),
+        ),
+        left,
+    )
+    .ok_or_else(|| timeout_error(admin.inner().context(), what.clone(), settings.timeout))?
+    .map_err(|e| kafka_error(admin.inner().context(), &what, &e))?;
+    let resource = results
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::store("kafka", format!("{what}: no answer")))?
+        .map_err(|code| Error::store("kafka", format!("{what}: {code}")))?;
+    let found = resource
+        .get("cleanup.policy")
+        .and_then(|e| e.value.clone())
+        .unwrap_or_default();
+    let set: BTreeSet<String> = found
+        .split(',')
+        .map(|p| p.trim().to_ascii_lowercase())
+        .filter(|p| !p.is_empty())
+        .collect();
+    if set.len() == 1 && set.contains("compact") {
+        Ok(())
+    } else {
+        Err(Error::store(
+            "kafka",
+            policy_refusal(&settings.topic, &found),
+        ))
+    }
+}

@@ -1,0 +1,447 @@
+//! Writing batches: one transactional producer per writer, the encoding of a batch into Connect's
+//! records (plus the writer's marker), and what each kind of transaction failure means.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+use super::client::{Ctx, auth_error, timeout_error};
+use super::config::{Settings, unique_suffix};
+use super::load::{SEQ_HEADER, State, WRITER_HEADER, marker_key, marker_value};
+use crate::codec::{json, murmur2};
+use crate::model::{Batch, OffsetKey};
+use crate::{Error, Offset, Result};
+
+/// One record to produce.
+pub(crate) struct Rec {
+    /// Index of the batch entry it belongs to; `None` for the writer's marker.
+    pub entry: Option<usize>,
+    pub partition: i32,
+    pub key: Vec<u8>,
+    pub value: Option<Vec<u8>>,
+    /// What the record does to the in-memory state once committed.
+    pub effect: Effect,
+}
+
+pub(crate) enum Effect {
+    Put(OffsetKey, Offset),
+    Reset(OffsetKey),
+    Marker,
+}
+
+/// Encodes a whole batch before any transaction is opened: each entry's record (Connect's key and
+/// value bytes, or a tombstone), a tombstone for every *other* live spelling of the same key (see
+/// [`super::load`]), and, for a sequenced batch, the writer's marker. Fails on a record the brokers
+/// would refuse as too large, naming its key.
+pub(crate) fn encode(
+    batch: &Batch,
+    state: &State,
+    partitions: i32,
+    settings: &Settings,
+) -> Result<Vec<Rec>> {
+    let place = |key: &[u8]| murmur2::partition_for(key, partitions as u32) as i32;
+    let mut recs = Vec::with_capacity(batch.entries.len() + 1);
+    for (i, (key, offset)) in batch.entries.iter().enumerate() {
+        let raw = key.connect_key();
+        let others: Vec<Vec<u8>> = state
+            .live_forms(key)
+            .into_iter()
+            .filter(|f| *f != raw)
+            .collect();
+        let value = offset.as_ref().map(|o| {
+            let mut v = Vec::with_capacity(64);
+            json::encode_value(o, &mut v);
+            v
+        });
+        let size = raw.len() + value.as_ref().map_or(0, Vec::len) + 128;
+        if size > settings.max_message_bytes {
+            return Err(Error::InvalidData(format!(
+                "the record for {} is {size} bytes with its overhead, over message.max.bytes = {}",
+                String::from_utf8_lossy(&raw[..raw.len().min(200)]),
+                settings.max_message_bytes
+            )));
+        }
+        let effect = match offset {
+            Some(o) => Effect::Put(
+                key.clone(),
+                if o.needs_normalizing() {
+                    o.connect_normalized()
+                } else {
+                    o.clone()
+                },
+            ),
+            None => Effect::Reset(key.clone()),
+        };
+        recs.push(Rec {
+            entry: Some(i),
+            partition: place(&raw),
+            key: raw,
+            value,
+            effect,
+        });
+        for other in others {
+            recs.push(Rec {
+                entry: Some(i),
+                partition: place(&other),
+                key: other,
+                value: None,
+                effect: Effect::Reset(key.clone()),
+            });
+        }
+    }
+    if batch.seq != 0 {
+        let key = marker_key(&batch.writer);
+        recs.push(Rec {
+            entry: None,
+            partition: place(&key),
+            key,
+            value: Some(marker_value(batch.seq)),
+            effect: Effect::Marker,
+        });
+    }
+    Ok(recs)
+}
+
+/// Applies committed records to the in-memory state, as reading them back would.
+pub(crate) fn apply_to_state(state: &mut State, batch: &Batch, recs: Vec<Rec>) {
+    for rec in recs {
+        match rec.effect {
+            Effect::Put(key, offset) => state.put(&rec.key, key, offset),
+            Effect::Reset(key) => state.reset(&rec.key, &key),
+            Effect::Marker => {}
+        }
+    }
+    if batch.seq != 0 {
+        state.note_seq(&batch.writer, batch.seq);
+    }
+}
+
+/// A writer's producer slot.
+pub(crate) enum Slot {
+    /// No producer yet, or the last one was lost (fatal error, unknown commit outcome): the next
+    /// batch makes a new one, which settles the old one's transaction before the store re-reads.
+    Empty,
+    Ready(TxnProducer),
+    /// A newer producer with the same `transactional.id` took over: this writer is a zombie.
+    Fenced(String),
+}
+
+/// The transactional producers of one store: one per writer, and one (with a `transactional.id`
+/// unique to this store handle) for unsequenced batches.
+pub(crate) struct Writers {
+    slots: Mutex<HashMap<String, Arc<Mutex<Slot>>>>,
+    unsequenced: Arc<Mutex<Slot>>,
+    unsequenced_id: String,
+}
+
+impl Writers {
+    pub(crate) fn new(settings: &Settings) -> Self {
+        Writers {
+            slots: Mutex::new(HashMap::new()),
+            unsequenced: Arc::new(Mutex::new(Slot::Empty)),
+            unsequenced_id: format!(
+                "{}~unsequenced-{}",
+                settings.transactional_id_prefix,
+                unique_suffix()
+            ),
+        }
+    }
+
+    /// The slot and `transactional.id` for `batch`.
+    pub(crate) fn slot_for(
+        &self,
+        settings: &Settings,
+        batch: &Batch,
+    ) -> (Arc<Mutex<Slot>>, String) {
+        if batch.seq == 0 {
+            return (self.unsequenced.clone(), self.unsequenced_id.clone());
+        }
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = slots
+            .entry(batch.writer.clone())
+            .or_insert_with(|| Arc::new(Mutex::new(Slot::Empty)))
+            .clone();
+        (slot, settings.transactional_id(&batch.writer))
+    }
+
+    /// The slot of a named writer (claiming at open).
+    pub(crate) fn slot_of(&self, settings: &Settings, writer: &str) -> (Arc<Mutex<Slot>>, String) {
+        self.slot_for(settings, &Batch::new(writer, 1, []))
+    }
+}
+
+pub(crate) fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
+    slot.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The codes that mean another producer with our `transactional.id` took over.
+fn is_fence(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::Fenced
+            | RDKafkaErrorCode::ProducerFenced
+            | RDKafkaErrorCode::InvalidProducerEpoch
+    )
+}
+
+/// What a failed transaction step means.
+pub(crate) enum Failure {
+    /// A newer producer took over: stop for good.
+    Fenced(String),
+    /// The producer is unusable, or the outcome of a commit is unknown: drop it; the next batch makes
+    /// a new one (whose initialization settles the transaction) and re-reads the topic first.
+    Lost(Error),
+    /// The transaction was aborted (or never began); the producer can go on.
+    Aborted(Error),
+}
+
+/// A transactional producer of one writer.
+pub(crate) struct TxnProducer {
+    producer: BaseProducer<Ctx>,
+    id: String,
+}
+
+impl TxnProducer {
+    /// Creates the producer and initializes its transactions: from here on, any older producer with
+    /// the same `transactional.id` is fenced and its open transaction is settled.
+    pub(crate) fn create(settings: &Settings, id: &str) -> Result<TxnProducer> {
+        let ctx = Ctx::new(settings.secrets.clone(), format!("writer {id}"));
+        let producer: BaseProducer<Ctx> = settings
+            .producer_config(id)
+            .create_with_context(ctx)
+            .map_err(|e| {
+                Error::store(
+                    "kafka",
+                    format!(
+                        "cannot create the producer `{id}`: {}",
+                        settings.secrets.scrub(&e.to_string())
+                    ),
+                )
+            })?;
+        let t = Instant::now();
+        if let Err(e) = producer.init_transactions(settings.timeout) {
+            // Serve the error events so the context knows why.
+            producer.poll(Duration::ZERO);
+            let ctx = producer.context();
+            if let Some(reason) = ctx.auth_error() {
+                return Err(auth_error(&settings.bootstrap, &reason));
+            }
+            let code = e.rdkafka_error_code();
+            if matches!(
+                code,
+                Some(RDKafkaErrorCode::OperationTimedOut | RDKafkaErrorCode::RequestTimedOut)
+            ) || t.elapsed() >= settings.timeout
+            {
+                return Err(timeout_error(
+                    ctx,
+                    format!(
+                        "initializing the transactions of producer `{id}`: {}",
+                        ctx.scrub(&e.to_string())
+                    ),
+                    settings.timeout,
+                ));
+            }
+            return Err(Error::store(
+                "kafka",
+                format!(
+                    "initializing the transactions of producer `{id}`: {}",
+                    ctx.scrub(&e.to_string())
+                ),
+            ));
+        }
+        tracing::debug!(transactional_id = id, elapsed = ?t.elapsed(), "transactions initialized");
+        Ok(TxnProducer {
+            producer,
+            id: id.to_string(),
+        })
+    }
+
+    fn describe(&self, e: &KafkaError) -> String {
+        self.producer.context().scrub(&e.to_string())
+    }
+
+    /// Classifies `e` from step `what`, aborting the transaction when that is what it needs.
+    pub(crate) fn fail(&self, what: &str, e: &KafkaError, settings: &Settings) -> Failure {
+        if let Some((code, reason)) = self.producer.client().fatal_error() {
+            let reason = self.producer.context().scrub(&reason);
+            return if is_fence(code) {
+                Failure::Fenced(reason)
+            } else {
+                Failure::Lost(Error::store(
+                    "kafka",
+                    format!("{what}: producer `{}` failed for good: {reason}", self.id),
+                ))
+            };
+        }
+        let code = e.rdkafka_error_code();
+        if code.is_some_and(is_fence) {
+            return Failure::Fenced(self.describe(e));
+        }
+        let text = format!("{what}: {}", self.describe(e));
+        if let KafkaError::Transaction(rde) = e
+            && rde.is_fatal()
+        {
+            return Failure::Lost(Error::store("kafka", text));
+        }
+        match self.abort(settings) {
+            Ok(()) => Failure::Aborted(Error::store(
+                "kafka",
+                format!("{text}; the transaction was aborted, nothing of the batch was written"),
+            )),
+            Err(f) => f,
+        }
+    }
+
+    /// Aborts the open transaction.
+    pub(crate) fn abort(&self, settings: &Settings) -> std::result::Result<(), Failure> {
+        match self.producer.abort_transaction(settings.timeout) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                if let Some((code, reason)) = self.producer.client().fatal_error() {
+                    let reason = self.producer.context().scrub(&reason);
+                    if is_fence(code) {
+                        return Err(Failure::Fenced(reason));
+                    }
+                }
+                if e.rdkafka_error_code().is_some_and(is_fence) {
+                    return Err(Failure::Fenced(self.describe(&e)));
+                }
+                Err(Failure::Lost(Error::store(
+                    "kafka",
+                    format!(
+                        "abort the transaction of `{}`: {}",
+                        self.id,
+                        self.describe(&e)
+                    ),
+                )))
+            }
+        }
+    }
+
+    pub(crate) fn begin(&self, settings: &Settings) -> std::result::Result<(), Failure> {
+        self.producer
+            .begin_transaction()
+            .map_err(|e| self.fail("begin a transaction", &e, settings))
+    }
+
+    /// Enqueues one record, waiting (within `deadline`) while librdkafka's queue is full.
+    pub(crate) fn send(
+        &self,
+        topic: &str,
+        rec: &Rec,
+        headers: Option<&OwnedHeaders>,
+        deadline: Instant,
+        settings: &Settings,
+    ) -> std::result::Result<(), Failure> {
+        let mut record: BaseRecord<'_, [u8], [u8], ()> = BaseRecord::to(topic)
+            .key(&rec.key[..])
+            .partition(rec.partition);
+        if let Some(v) = &rec.value {
+            record = record.payload(&v[..]);
+        }
+        if let Some(h) = headers {
+            record = record.headers(h.clone());
+        }
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r))
+                    if Instant::now() < deadline =>
+                {
+                    self.producer.poll(Duration::from_millis(1));
+                    record = r;
+                }
+                Err((e, _)) => {
+                    return Err(self.fail(
+                        &format!("produce to `{topic}` partition {}", rec.partition),
+                        &e,
+                        settings,
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Commits the open transaction. A retriable failure is retried until the timeout; after that
+    /// the outcome is unknown and the producer is given up ([`Failure::Lost`]).
+    pub(crate) fn commit(&self, settings: &Settings) -> std::result::Result<(), Failure> {
+        let deadline = Instant::now() + settings.timeout;
+        // Wait for the records to be acknowledged with short polls: the commit's own flush polls in
+        // steps of 100 ms, which would put a 100 ms floor under every commit.
+        while self.producer.flush(Duration::ZERO).is_err() && Instant::now() < deadline {
+            self.producer.poll(Duration::from_millis(1));
+        }
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self
+                .producer
+                .commit_transaction(left.max(Duration::from_millis(1)))
+            {
+                Ok(()) => return Ok(()),
+                Err(KafkaError::Transaction(rde))
+                    if rde.is_retriable() && !rde.is_fatal() && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => {
+                    if let KafkaError::Transaction(rde) = &e
+                        && rde.txn_requires_abort()
+                    {
+                        return Err(self.fail("commit the transaction", &e, settings));
+                    }
+                    if self.producer.client().fatal_error().is_some()
+                        || e.rdkafka_error_code().is_some_and(is_fence)
+                    {
+                        return Err(self.fail("commit the transaction", &e, settings));
+                    }
+                    let ctx = self.producer.context();
+                    return Err(Failure::Lost(if Instant::now() >= deadline {
+                        timeout_error(
+                            ctx,
+                            format!(
+                                "committing the transaction of `{}` (outcome unknown until the next \
+                                 batch re-reads the topic): {}",
+                                self.id,
+                                self.describe(&e)
+                            ),
+                            settings.timeout,
+                        )
+                    } else {
+                        Error::store(
+                            "kafka",
+                            format!(
+                                "commit the transaction of `{}` (outcome unknown until the next batch \
+                                 re-reads the topic): {}",
+                                self.id,
+                                self.describe(&e)
+                            ),
+                        )
+                    }));
+                }
+            }
+        }
+    }
+}
+
+/// The `(writer, seq)` headers of every record of a sequenced batch.
+pub(crate) fn headers(batch: &Batch) -> Option<OwnedHeaders> {
+    if batch.seq == 0 {
+        return None;
+    }
+    let seq = batch.seq.to_string();
+    Some(
+        OwnedHeaders::new_with_capacity(2)
+            .insert(Header {
+                key: WRITER_HEADER,
+                value: Some(batch.writer.as_str()),
+            })
+            .insert(Header {
+                key: SEQ_HEADER,
+                value: Some(seq.as_str()),
+            }),
+    )
+}

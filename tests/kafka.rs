@@ -1,0 +1,726 @@
+//! `KafkaStore` against a real broker (`scripts/kafka start`; `KAFKA_BOOTSTRAP` overrides the address).
+//! Every test uses its own topic. With no broker the tests fail, saying how to start one.
+#![cfg(feature = "kafka")]
+
+mod kafka_util;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use connect_offsets::conformance::Harness;
+use connect_offsets::conformance_tests;
+use connect_offsets::store::kafka::{KafkaStore, MARKER_FIELD, SEQ_HEADER, WRITER_HEADER};
+use connect_offsets::store::{ApplyFault, OffsetStore, OffsetStoreExt, StoreUrl};
+use connect_offsets::{Batch, Error, Offset, OffsetKey, Partition};
+use kafka_util::*;
+
+/// Each conformance test gets a fresh topic (5 partitions, so batches span partitions).
+struct KafkaHarness {
+    topic: String,
+}
+
+impl KafkaHarness {
+    fn new() -> Self {
+        KafkaHarness {
+            topic: unique_topic("conformance"),
+        }
+    }
+}
+
+impl Harness for KafkaHarness {
+    fn open(
+        &mut self,
+        fault: Option<Arc<dyn ApplyFault>>,
+    ) -> connect_offsets::Result<Box<dyn OffsetStore>> {
+        let store = KafkaStore::open(&url(&self.topic, 5, ""))?;
+        Ok(match fault {
+            None => Box::new(store),
+            Some(f) => Box::new(store.with_fault(f)),
+        })
+    }
+    fn reopen_keeps_data(&self) -> bool {
+        true
+    }
+}
+
+conformance_tests!(kafka, KafkaHarness::new);
+
+fn pos(n: i64) -> Offset {
+    Offset::new().with("position", n)
+}
+
+fn key(ns: &str, i: i64) -> OffsetKey {
+    OffsetKey::new(ns, Partition::new().with("p", i))
+}
+
+/// The vectors of the format page: key bytes → partition for 25 / 50 / 3 partitions.
+fn vectors() -> Vec<(OffsetKey, &'static str, [i32; 3])> {
+    vec![
+        (
+            OffsetKey::new(
+                "local-file-source",
+                Partition::new().with("filename", "/tmp/test.txt"),
+            ),
+            r#"["local-file-source",{"filename":"/tmp/test.txt"}]"#,
+            [21, 21, 0],
+        ),
+        (
+            OffsetKey::new("my-conn", Partition::new().with("a", 1)),
+            r#"["my-conn",{"a":1}]"#,
+            [22, 47, 2],
+        ),
+        (
+            OffsetKey::new("dbz", Partition::new().with("server", "dbserver1")),
+            r#"["dbz",{"server":"dbserver1"}]"#,
+            [17, 42, 0],
+        ),
+        (OffsetKey::null_partition("c"), r#"["c",null]"#, [0, 0, 1]),
+    ]
+}
+
+#[test]
+fn records_land_where_java_puts_them() {
+    for (i, partitions) in [25u32, 50, 3].into_iter().enumerate() {
+        let topic = unique_topic("murmur2");
+        let store = KafkaStore::open(&url(&topic, partitions, "")).expect("open");
+        assert_eq!(store.partition_count(), partitions as i32);
+        for (n, (k, bytes, _)) in vectors().iter().enumerate() {
+            assert_eq!(String::from_utf8(k.connect_key()).unwrap(), *bytes);
+            store
+                .apply(&Batch::new("w", n as u64 + 1, [(k.clone(), Some(pos(7)))]))
+                .expect("apply");
+        }
+        let seen = read_all(&topic, "read_committed");
+        for (k, bytes, want) in vectors() {
+            let recs: Vec<_> = seen
+                .iter()
+                .filter(|r| r.key.as_deref() == Some(bytes.as_bytes()))
+                .collect();
+            assert_eq!(recs.len(), 1, "one record for {bytes}: {seen:?}");
+            assert_eq!(
+                recs[0].partition, want[i],
+                "{bytes} over {partitions} partitions"
+            );
+            assert_eq!(store.partition_of(&k), want[i]);
+            assert_eq!(recs[0].value.as_deref(), Some(&br#"{"position":7}"#[..]));
+            // Every record carries its batch's writer and seq.
+            assert!(
+                recs[0]
+                    .headers
+                    .iter()
+                    .any(|(h, v)| h == WRITER_HEADER && v == b"w")
+                    && recs[0].headers.iter().any(|(h, _)| h == SEQ_HEADER),
+                "headers of {bytes}: {:?}",
+                recs[0].headers
+            );
+        }
+        // One marker per writer, at its murmur2 place, holding the last seq.
+        let marker = connect_offsets::store::kafka::marker_key("w");
+        let markers: Vec<_> = seen
+            .iter()
+            .filter(|r| r.key.as_deref() == Some(&marker[..]))
+            .collect();
+        assert_eq!(markers.len(), 4, "a marker per batch");
+        assert!(markers.iter().all(|m| m.partition
+            == connect_offsets::codec::murmur2::partition_for(&marker, partitions) as i32));
+        assert_eq!(
+            markers.last().unwrap().value.as_deref(),
+            Some(&b"{\"seq\":4}"[..])
+        );
+        assert!(String::from_utf8_lossy(&marker).contains(MARKER_FIELD));
+    }
+}
+
+#[test]
+fn resets_are_tombstones() {
+    let topic = unique_topic("tombstone");
+    let store = KafkaStore::open(&url(&topic, 3, "")).expect("open");
+    let k = key("c", 1);
+    store.set(k.clone(), pos(1)).expect("set");
+    store.reset(k.clone()).expect("reset");
+    let seen = read_all(&topic, "read_committed");
+    let recs: Vec<_> = seen
+        .iter()
+        .filter(|r| r.key.as_deref() == Some(&k.connect_key()[..]))
+        .collect();
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[1].value, None, "a reset is a record with a null value");
+    drop(store);
+    let store = KafkaStore::open(&url(&topic, 3, "")).expect("reopen");
+    assert_eq!(store.get(&k).unwrap(), None);
+}
+
+#[test]
+fn refuses_a_topic_that_is_not_only_compacted() {
+    for policy in ["compact,delete", "delete"] {
+        let topic = unique_topic("policy");
+        create_topic(&topic, 3, &[("cleanup.policy", policy)]);
+        let err = KafkaStore::open(&url(&topic, 3, ""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("'cleanup.policy={policy}'"))
+                && err.contains("is required to have 'cleanup.policy=compact'")
+                && err.contains(&topic),
+            "{err}"
+        );
+    }
+    // An existing compacted topic is used as it is, with its own partition count.
+    let topic = unique_topic("policy-ok");
+    create_topic(&topic, 4, &[("cleanup.policy", "compact")]);
+    let store = KafkaStore::open(&url(&topic, 25, "")).expect("open a compacted topic");
+    assert_eq!(store.partition_count(), 4);
+}
+
+#[test]
+fn creates_the_topic_compacted() {
+    let topic = unique_topic("create");
+    let store = KafkaStore::open(&url(&topic, 7, "")).expect("open");
+    assert_eq!(store.partition_count(), 7);
+    drop(store);
+    // A second open finds the topic and checks its policy (it would refuse anything but compact).
+    let store = KafkaStore::open(&url(&topic, 3, "")).expect("reopen");
+    assert_eq!(store.partition_count(), 7);
+}
+
+#[test]
+fn unreachable_broker_fails_within_the_timeout() {
+    bootstrap();
+    let t = Instant::now();
+    let err = KafkaStore::open("kafka://127.0.0.1:1/offsets?timeout.ms=3000")
+        .unwrap_err()
+        .to_string();
+    let took = t.elapsed();
+    assert!(
+        took < Duration::from_secs(8),
+        "took {took:?}, the bound is 3 s"
+    );
+    assert!(
+        took >= Duration::from_millis(2900),
+        "gave up early: {took:?}"
+    );
+    assert!(
+        err.contains("127.0.0.1:1") && err.contains("timed out after 3000 ms"),
+        "{err}"
+    );
+}
+
+#[test]
+fn sasl_plain_with_the_right_password_works() {
+    let topic = unique_topic("sasl");
+    let u = format!(
+        "kafka://{}/{topic}?partitions=3&replication=1&timeout.ms=20000&security.protocol=SASL_PLAINTEXT\
+         &sasl.mechanism=PLAIN&sasl.username=connect-offsets&sasl.password=connect-offsets-secret",
+        sasl_bootstrap()
+    );
+    let store = KafkaStore::open(&u).expect("open through SASL");
+    store.set(key("c", 1), pos(5)).expect("set");
+    drop(store);
+    let store = KafkaStore::open(&u).expect("reopen through SASL");
+    assert_eq!(store.get(&key("c", 1)).unwrap(), Some(pos(5)));
+    let shown = format!("{store:?}");
+    assert!(
+        !shown.contains("connect-offsets-secret") && shown.contains("sasl.password"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn sasl_wrong_password_is_a_clear_error_within_the_bound() {
+    let topic = unique_topic("sasl-bad");
+    let u = format!(
+        "kafka://{}/{topic}?timeout.ms=10000&security.protocol=SASL_PLAINTEXT&sasl.mechanism=PLAIN\
+         &sasl.username=connect-offsets&sasl.password=WrongHorseBattery",
+        sasl_bootstrap()
+    );
+    let logs = Capture::default();
+    let t = Instant::now();
+    let err = tracing::subscriber::with_default(logs.clone(), || KafkaStore::open(&u))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert!(
+        err.to_lowercase().contains("authentication"),
+        "not an authentication error: {err}"
+    );
+    assert!(!err.contains("WrongHorseBattery"), "{err}");
+    let logged = logs.text();
+    assert!(!logged.is_empty(), "librdkafka's error should be logged");
+    assert!(!logged.contains("WrongHorseBattery"), "{logged}");
+}
+
+#[test]
+fn secrets_stay_out_of_debug_errors_and_logs() {
+    let secret = "S3cr3t-Pa55-9f8e7d";
+    let topic = unique_topic("secrets");
+    // librdkafka's own debug output, to be sure nothing it logs carries the password.
+    let raw = format!(
+        "kafka://{}/{topic}?timeout.ms=5000&security.protocol=SASL_PLAINTEXT&sasl.mechanism=PLAIN\
+         &sasl.username=nobody&sasl.password={secret}&debug=security,broker",
+        sasl_bootstrap()
+    );
+    let url = StoreUrl::parse(&raw).unwrap();
+    assert!(!url.to_string().contains(secret));
+    assert!(!format!("{url:?}").contains(secret));
+    let builder = connect_offsets::store::kafka::KafkaStoreBuilder::from_url(&url).unwrap();
+    let dbg = format!("{builder:?}");
+    assert!(
+        !dbg.contains(secret) && dbg.contains("sasl.password"),
+        "{dbg}"
+    );
+    let masked = builder
+        .clone()
+        .property("ssl.key.password", format!("{secret}-key"))
+        .property(
+            "ssl.key.pem",
+            format!("-----BEGIN PRIVATE KEY-----{secret}"),
+        );
+    let dbg = format!("{masked:?}");
+    assert!(
+        !dbg.contains(secret) && dbg.contains("ssl.key.pem"),
+        "{dbg}"
+    );
+    let logs = Capture::default();
+    let err = tracing::subscriber::with_default(logs.clone(), || builder.open()).unwrap_err();
+    let text = format!("{err} {err:?}");
+    assert!(!text.contains(secret), "{text}");
+    let logged = logs.text();
+    assert!(
+        logged.contains("SASL") || logged.contains("sasl"),
+        "debug logs expected"
+    );
+    assert!(!logged.contains(secret), "secret in the logs");
+    // A Java-only property is refused by name, without its value.
+    let e = KafkaStore::open(&format!(
+        "kafka://{}/{topic}?sasl.jaas.config=org.x.PlainLoginModule%20required%20password%3D%22{secret}%22",
+        bootstrap()
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("sasl.jaas.config") && !e.contains(secret), "{e}");
+}
+
+#[test]
+fn a_second_store_with_the_same_writer_fences_the_first() {
+    let topic = unique_topic("fence");
+    let first = KafkaStore::open(&url(&topic, 3, "")).expect("open first");
+    first
+        .apply(&Batch::new("w", 1, [(key("c", 1), Some(pos(1)))]))
+        .expect("first writes batch 1");
+    let second = KafkaStore::open(&url(&topic, 3, "")).expect("open second");
+    second
+        .apply(&Batch::new("w", 2, [(key("c", 1), Some(pos(2)))]))
+        .expect("second writes batch 2");
+    let err = first
+        .apply(&Batch::new("w", 3, [(key("c", 1), Some(pos(3)))]))
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Fenced(_)) && err.is_fatal(),
+        "zombie got {err:?}"
+    );
+    assert!(err.to_string().contains("connect-offsets-"), "{err}");
+    let again = first
+        .apply(&Batch::new("w", 4, [(key("c", 1), Some(pos(4)))]))
+        .unwrap_err();
+    assert!(matches!(again, Error::Fenced(_)), "{again:?}");
+    // Other writers of the fenced store are not affected.
+    first
+        .apply(&Batch::new("other", 1, [(key("c", 2), Some(pos(9)))]))
+        .expect("another writer");
+    let third = KafkaStore::open(&url(&topic, 3, "")).expect("open third");
+    assert_eq!(third.applied_seq("w").unwrap(), 2);
+    assert_eq!(third.get(&key("c", 1)).unwrap(), Some(pos(2)));
+    assert_eq!(third.get(&key("c", 2)).unwrap(), Some(pos(9)));
+    // Claiming at open fences at once.
+    let claimer = KafkaStore::builder(bootstrap(), &topic)
+        .replication(1)
+        .claim_writer("w")
+        .open()
+        .expect("claim");
+    let err = second
+        .apply(&Batch::new("w", 3, [(key("c", 1), Some(pos(3)))]))
+        .unwrap_err();
+    assert!(matches!(err, Error::Fenced(_)), "{err:?}");
+    claimer
+        .apply(&Batch::new("w", 3, [(key("c", 1), Some(pos(3)))]))
+        .expect("the claimer writes");
+}
+
+#[test]
+fn undecodable_records_go_to_the_dead_letter_file() {
+    let topic = unique_topic("dead");
+    drop(KafkaStore::open(&url(&topic, 3, "")).expect("create the topic"));
+    let good = key("good", 1);
+    let good_bytes = good.connect_key();
+    type Bad<'a> = (&'a [u8], Option<&'a [u8]>, &'a str);
+    let bad: Vec<Bad<'_>> = vec![
+        (b"not json", Some(b"{\"x\":1}"), "bad JSON key"),
+        (b"{\"a\":1}", Some(b"{\"x\":1}"), "object key"),
+        (b"[\"c\",{\"p\":1},3]", Some(b"{\"x\":1}"), "three items"),
+        (
+            b"[\"c\",{\"p\":[1]}]",
+            Some(b"{\"x\":1}"),
+            "nested partition",
+        ),
+        (
+            b"[\"c\",{\"p\":2}]",
+            Some(b"{\"x\":{\"y\":1}}"),
+            "nested value",
+        ),
+        (b"[\"c\",{\"p\":3}]", Some(b"[1,2]"), "array value"),
+        (b"[\"c\",{\"p\":4}]", Some(b"{\"x\":"), "truncated value"),
+    ];
+    let mut recs: Vec<PlainRecord<'_>> = bad.iter().map(|(k, v, _)| (None, Some(*k), *v)).collect();
+    recs.push((None, Some(&good_bytes), Some(b"{\"position\":42}")));
+    produce_plain(&topic, &recs);
+    let n_bad = bad.len() as u64;
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dead.jsonl");
+    let store = KafkaStore::open(&url(
+        &topic,
+        3,
+        &format!("&dead.letter.file={}", file.display()),
+    ))
+    .expect("open skips bad records");
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    assert_eq!(store.dead_letters(), n_bad, "{text}");
+    assert_eq!(
+        store.get(&good).unwrap(),
+        Some(pos(42)),
+        "good record loaded"
+    );
+    let lines: Vec<_> = text.lines().collect();
+    assert_eq!(lines.len() as u64, n_bad, "{text}");
+    for l in &lines {
+        assert!(
+            l.contains("\"source\":\"kafka\"")
+                && l.contains(&format!("\"topic\":\"{topic}\""))
+                && l.contains("\"partition\":")
+                && l.contains("\"offset\":")
+                && l.contains("\"key_b64\":")
+                && l.contains("\"value_b64\":")
+                && l.contains("\"reason\":"),
+            "{l}"
+        );
+    }
+    assert!(text.contains("nested") || text.contains("array"), "{text}");
+    // Without a file: counted only.
+    let store = KafkaStore::open(&url(&topic, 3, "")).expect("open without a file");
+    assert_eq!(store.dead_letters(), n_bad);
+    // Strict mode refuses, naming where.
+    let err = KafkaStore::open(&url(&topic, 3, "&strict=true"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("strict") && err.contains("partition") && err.contains("offset"),
+        "{err}"
+    );
+}
+
+#[test]
+fn refresh_sees_what_others_wrote() {
+    let topic = unique_topic("refresh");
+    let store = KafkaStore::open(&url(&topic, 3, "")).expect("open");
+    let a = key("conn", 1);
+    let b = key("conn", 2);
+    store.set(a.clone(), pos(1)).expect("set");
+    // A Connect worker without exactly-once: plain records, no headers, no transaction.
+    produce_plain(
+        &topic,
+        &[
+            (None, Some(&b.connect_key()), Some(br#"{"position":20}"#)),
+            (None, Some(&a.connect_key()), Some(br#"{"position":10}"#)),
+        ],
+    );
+    // Another store (another process) too.
+    let other = KafkaStore::open(&url(&topic, 3, "")).expect("open other");
+    other
+        .apply(&Batch::new("x", 5, [(key("conn", 3), Some(pos(30)))]))
+        .expect("other writes");
+    assert_eq!(
+        store.get(&b).unwrap(),
+        None,
+        "lookups come from memory until a refresh"
+    );
+    let r = store.refresh().expect("refresh");
+    assert!(r.records >= 3, "{r:?}");
+    assert_eq!(store.get(&a).unwrap(), Some(pos(10)));
+    assert_eq!(store.get(&b).unwrap(), Some(pos(20)));
+    assert_eq!(store.get(&key("conn", 3)).unwrap(), Some(pos(30)));
+    assert_eq!(store.applied_seq("x").unwrap(), 5);
+    // A reset by tombstone.
+    produce_plain(&topic, &[(None, Some(&a.connect_key()), None)]);
+    store.refresh().expect("refresh");
+    assert_eq!(store.get(&a).unwrap(), None);
+    assert_eq!(store.partitions("conn").unwrap().len(), 2);
+    // Nothing new: a refresh reads nothing.
+    assert_eq!(store.refresh().expect("refresh").records, 0);
+}
+
+#[test]
+fn another_spelling_of_a_key_is_replaced_not_duplicated() {
+    let topic = unique_topic("forms");
+    let store = KafkaStore::open(&url(&topic, 5, "")).expect("open");
+    let ab = OffsetKey::new("c", Partition::new().with("a", 1).with("b", "x"));
+    let ba = OffsetKey::new("c", Partition::new().with("b", "x").with("a", 1));
+    // A worker wrote one spelling (whitespace too); we write the other.
+    produce_plain(
+        &topic,
+        &[(
+            None,
+            Some(br#"[ "c" , { "a" : 1 , "b" : "x" } ]"#),
+            Some(br#"{"position":1}"#),
+        )],
+    );
+    store.refresh().unwrap();
+    assert_eq!(store.get(&ba).unwrap(), Some(pos(1)));
+    store.set(ba.clone(), pos(2)).expect("set");
+    store.set(ab.clone(), pos(3)).expect("set");
+    drop(store);
+    let store = KafkaStore::open(&url(&topic, 5, "")).expect("reopen");
+    assert_eq!(store.get(&ab).unwrap(), Some(pos(3)));
+    assert_eq!(store.partitions("c").unwrap().len(), 1);
+    store.reset(ba.clone()).expect("reset");
+    drop(store);
+    let store = KafkaStore::open(&url(&topic, 5, "")).expect("reopen");
+    assert_eq!(
+        store.get(&ab).unwrap(),
+        None,
+        "no older spelling comes back after a reset"
+    );
+}
+
+#[test]
+fn applied_seq_survives_without_the_batch_records() {
+    let topic = unique_topic("seq");
+    let store = KafkaStore::open(&url(&topic, 3, "")).expect("open");
+    let k = key("c", 1);
+    store
+        .apply(&Batch::new("w", 1, [(k.clone(), Some(pos(1)))]))
+        .expect("apply");
+    // A batch that only resets: its tombstones go away after delete.retention.ms.
+    store
+        .apply(&Batch::new("w", 2, [(k.clone(), None)]))
+        .expect("reset batch");
+    // Somebody else overwrites the key: compaction would drop every record of ours for it.
+    produce_plain(
+        &topic,
+        &[(None, Some(&k.connect_key()), Some(br#"{"position":9}"#))],
+    );
+    drop(store);
+    let store = KafkaStore::open(&url(&topic, 3, "")).expect("reopen");
+    assert_eq!(store.applied_seq("w").unwrap(), 2);
+    assert_eq!(store.get(&k).unwrap(), Some(pos(9)));
+    assert_eq!(store.writers().unwrap(), vec![("w".to_string(), 2)]);
+    // Replaying batch 1 or 2 changes nothing.
+    store
+        .apply(&Batch::new("w", 1, [(k.clone(), Some(pos(1)))]))
+        .unwrap();
+    assert_eq!(store.get(&k).unwrap(), Some(pos(9)));
+}
+
+/// With fast compaction settings, the log cleaner really removes our records and tombstones; the
+/// marker keeps `applied_seq`.
+#[test]
+fn applied_seq_survives_compaction() {
+    let topic = unique_topic("compaction");
+    create_topic(
+        &topic,
+        1,
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.ms", "100"),
+            ("min.cleanable.dirty.ratio", "0.001"),
+            ("delete.retention.ms", "100"),
+            ("min.compaction.lag.ms", "0"),
+        ],
+    );
+    let store = KafkaStore::open(&url(&topic, 1, "")).expect("open");
+    let k = key("c", 1);
+    store
+        .apply(&Batch::new("w", 1, [(k.clone(), Some(pos(1)))]))
+        .unwrap();
+    store
+        .apply(&Batch::new("w", 2, [(k.clone(), None)]))
+        .unwrap();
+    // Keep writing (unrelated keys, another writer) so segments roll and the cleaner runs.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut n = 0;
+    loop {
+        n += 1;
+        store
+            .apply(&Batch::new(
+                "filler",
+                n,
+                [(key("f", n as i64 % 3), Some(pos(n as i64)))],
+            ))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let seen = read_all(&topic, "read_committed");
+        let ours = seen
+            .iter()
+            .filter(|r| r.key.as_deref() == Some(&k.connect_key()[..]))
+            .count();
+        if ours == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the log cleaner did not remove the records of `w` within 120 s"
+        );
+    }
+    drop(store);
+    let store = KafkaStore::open(&url(&topic, 1, "")).expect("reopen");
+    assert_eq!(
+        store.applied_seq("w").unwrap(),
+        2,
+        "no record of w's batches is left, the marker keeps its seq"
+    );
+    assert_eq!(store.get(&k).unwrap(), None);
+}
+
+#[test]
+fn an_aborted_batch_is_invisible_to_read_committed_but_not_to_read_uncommitted() {
+    use connect_offsets::store::fault::FailMidway;
+    let topic = unique_topic("abort");
+    let fault = Arc::new(FailMidway::new(3));
+    let store = KafkaStore::open(&url(&topic, 3, ""))
+        .expect("open")
+        .with_fault(fault.clone());
+    let batch = Batch::new("w", 1, (0..6).map(|i| (key("c", i), Some(pos(i)))));
+    assert!(store.apply(&batch).is_err());
+    assert!(fault.fired());
+    assert_eq!(store.get(&key("c", 0)).unwrap(), None);
+    let committed = read_all(&topic, "read_committed");
+    assert!(
+        committed.is_empty(),
+        "read_committed sees nothing: {committed:?}"
+    );
+    // A worker reading uncommitted sees those of the 3 records produced before the abort that
+    // reached the broker (the abort purges what was still queued in the client).
+    let uncommitted = read_all(&topic, "read_uncommitted");
+    let first3: Vec<Vec<u8>> = (0..3).map(|i| key("c", i).connect_key()).collect();
+    assert!(
+        uncommitted.len() <= 3
+            && uncommitted
+                .iter()
+                .all(|r| first3.contains(r.key.as_ref().unwrap())),
+        "{uncommitted:?}"
+    );
+    // The retry writes the whole batch.
+    store.apply(&batch).expect("retry");
+    let store = KafkaStore::open(&url(&topic, 3, "")).expect("reopen");
+    assert_eq!(store.partitions("c").unwrap().len(), 6);
+    assert_eq!(store.applied_seq("w").unwrap(), 1);
+}
+
+#[test]
+fn opens_by_url_through_the_generic_opener() {
+    let topic = unique_topic("generic");
+    let store = connect_offsets::open(&url(&topic, 3, "")).expect("open");
+    assert_eq!(store.kind(), "kafka");
+    assert!(store.durable());
+    let e = connect_offsets::open(&format!("kafka://{}/?x=1", bootstrap()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("topic"), "{e}");
+    let e = connect_offsets::open(&format!(
+        "kafka://{}/{topic}?isolation.level=read_uncommitted",
+        bootstrap()
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("isolation.level"), "{e}");
+    let e = connect_offsets::open(&format!("kafka://{}/bad/topic", bootstrap()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("topic name"), "{e}");
+    let e = connect_offsets::open(&format!(
+        "kafka://{}/{topic}?no.such.property=1",
+        bootstrap()
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("no.such.property"), "{e}");
+}
+
+#[test]
+fn loads_100k_offsets() {
+    const N: i64 = 100_000;
+    let topic = unique_topic("load");
+    let store = KafkaStore::open(&url(&topic, 25, "")).expect("open");
+    let t = Instant::now();
+    for b in 0..10 {
+        let batch = Batch::new(
+            "loader",
+            b as u64 + 1,
+            (b * N / 10..(b + 1) * N / 10).map(|i| (key("load", i), Some(pos(i)))),
+        );
+        store.apply(&batch).expect("apply");
+    }
+    let wrote = t.elapsed();
+    drop(store);
+    let store = KafkaStore::open(&url(&topic, 25, "")).expect("reopen");
+    let loaded = store.loaded();
+    println!(
+        "100,000 offsets: written in 10 batches in {wrote:?}; loaded {} records in {:?} ({} build profile)",
+        loaded.records,
+        loaded.elapsed,
+        if cfg!(debug_assertions) {
+            "dev"
+        } else {
+            "release"
+        }
+    );
+    assert_eq!(loaded.offsets, N as usize);
+    assert_eq!(
+        loaded.records,
+        N as u64 + 10,
+        "offsets plus one marker per batch"
+    );
+    assert_eq!(store.partitions("load").unwrap().len(), N as usize);
+    assert_eq!(store.get(&key("load", N - 1)).unwrap(), Some(pos(N - 1)));
+    assert_eq!(store.applied_seq("loader").unwrap(), 10);
+}
+
+/// Captures `tracing` events as text (to check what the store logs).
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<String>>);
+
+impl Capture {
+    fn text(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+struct Visit<'a>(&'a mut String);
+
+impl tracing::field::Visit for Visit<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        use std::fmt::Write;
+        let _ = write!(self.0, "{}={:?} ", field.name(), value);
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut s = self.0.lock().unwrap();
+        event.record(&mut Visit(&mut s));
+        s.push('\n');
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
