@@ -19,6 +19,7 @@
 //! a value is a `u8` tag (0 null, 1 bool, 2 i64, 3 f64, 4 string, 5 bytes) and its bincode body.
 
 use bincode::de::Decoder;
+use bincode::de::read::Reader as _;
 use bincode::enc::Encoder;
 use bincode::error::{DecodeError, EncodeError};
 use bincode::{Decode, Encode};
@@ -135,7 +136,7 @@ pub fn decode_seq(bytes: &[u8]) -> Result<(FrameKind, String, u64, usize), Frame
     let header = check(bytes)?;
     let payload = &bytes[HEADER_LEN..header.1];
     let prefix = || -> Result<(String, u64), DecodeError> {
-        let (writer, used): (String, usize) = bincode::decode_from_slice(payload, CONFIG)?;
+        let (writer, used) = decode_string_from(payload)?;
         let (seq, _): (u64, usize) = bincode::decode_from_slice(&payload[used..], CONFIG)?;
         Ok((writer, seq))
     };
@@ -247,6 +248,42 @@ impl Encode for Value {
     }
 }
 
+/// Reads what bincode writes for a `Vec<u8>` (a varint length, then the bytes), refusing a length
+/// longer than the rest of the payload before allocating for it: bincode's own `Vec<u8>` and
+/// `String` allocate the claimed length first, so a 20-byte frame could ask for 256 MiB. Frames are
+/// decoded from a slice, whose reader can peek; another reader would make this fail, not misread.
+fn decode_byte_vec<C, D: Decoder<Context = C>>(d: &mut D) -> Result<Vec<u8>, DecodeError> {
+    let len = u64::decode(d)?;
+    let len = usize::try_from(len).map_err(|_| DecodeError::OutsideUsizeRange(len))?;
+    d.claim_bytes_read(len)?;
+    let bytes = d
+        .reader()
+        .peek_read(len)
+        .ok_or(DecodeError::UnexpectedEnd { additional: len })?
+        .to_vec();
+    d.reader().consume(len);
+    Ok(bytes)
+}
+
+/// [`decode_byte_vec`] for a `String`.
+fn decode_string<C, D: Decoder<Context = C>>(d: &mut D) -> Result<String, DecodeError> {
+    String::from_utf8(decode_byte_vec(d)?).map_err(|e| DecodeError::Utf8 {
+        inner: e.utf8_error(),
+    })
+}
+
+/// [`decode_string`] at the start of `bytes`, and the bytes it took.
+fn decode_string_from(bytes: &[u8]) -> Result<(String, usize), DecodeError> {
+    struct Prefix(String);
+    impl<C> Decode<C> for Prefix {
+        fn decode<D: Decoder<Context = C>>(d: &mut D) -> Result<Self, DecodeError> {
+            decode_string(d).map(Prefix)
+        }
+    }
+    let (Prefix(s), used) = bincode::decode_from_slice(bytes, CONFIG)?;
+    Ok((s, used))
+}
+
 impl<C> Decode<C> for Value {
     fn decode<D: Decoder<Context = C>>(d: &mut D) -> Result<Self, DecodeError> {
         Ok(match u8::decode(d)? {
@@ -254,8 +291,8 @@ impl<C> Decode<C> for Value {
             1 => Value::Bool(bool::decode(d)?),
             2 => Value::Int(i64::decode(d)?),
             3 => Value::Float(f64::decode(d)?),
-            4 => Value::String(String::decode(d)?),
-            5 => Value::Bytes(Vec::<u8>::decode(d)?),
+            4 => Value::String(decode_string(d)?),
+            5 => Value::Bytes(decode_byte_vec(d)?),
             t => return Err(DecodeError::OtherString(format!("unknown value tag {t}"))),
         })
     }
@@ -276,7 +313,7 @@ fn decode_map<C, D: Decoder<Context = C>>(d: &mut D) -> Result<FieldMap, DecodeE
     for _ in 0..n {
         // Each member takes at least 2 bytes: a claim of more members than bytes fails here.
         d.claim_bytes_read(2)?;
-        let name = String::decode(d)?;
+        let name = decode_string(d)?;
         let value = Value::decode(d)?;
         if m.get(&name).is_some() {
             return Err(DecodeError::OtherString(format!(
@@ -317,13 +354,13 @@ impl Encode for BatchRef<'_> {
 
 impl<C> Decode<C> for BatchOwned {
     fn decode<D: Decoder<Context = C>>(d: &mut D) -> Result<Self, DecodeError> {
-        let writer = String::decode(d)?;
+        let writer = decode_string(d)?;
         let seq = u64::decode(d)?;
         let n = u64::decode(d)?;
         let mut entries = crate::model::Entries::default();
         for _ in 0..n {
             d.claim_bytes_read(3)?;
-            let namespace = String::decode(d)?;
+            let namespace = decode_string(d)?;
             let partition = match u8::decode(d)? {
                 0 => None,
                 1 => Some(decode_map(d)?),
