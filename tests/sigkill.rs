@@ -37,7 +37,7 @@ fn batch_entries(seq: u64) -> Vec<(OffsetKey, Option<Offset>)> {
             )
         })
         .collect();
-    if seq % 5 == 0 {
+    if seq.is_multiple_of(5) {
         out.push((key((seq * 31) % KEYS), None));
     }
     out
@@ -87,7 +87,7 @@ fn child_entry() {
                 None => buffer.offer_reset(k).expect("offer reset"),
             }
         }
-        let d = if seq % 2 == 0 {
+        let d = if seq.is_multiple_of(2) {
             Durability::Store
         } else {
             Durability::Local

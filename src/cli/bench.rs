@@ -74,7 +74,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             return Err(Error::Invalid(format!("{name} must be at least 1")));
         }
     }
-    if !(args.duration > 0.0) && args.offsets.is_none() {
+    if args.duration.is_nan() || (args.duration <= 0.0 && args.offsets.is_none()) {
         return Err(Error::Invalid("--duration must be positive".into()));
     }
     let mut urls = vec![args.store.clone().unwrap_or_else(|| "default".into())];
@@ -236,7 +236,8 @@ fn print_table(args: &BenchArgs, outs: &[Outcome]) {
         "workload: {} connector(s), {} partitions, {} offsets per commit, {} committer(s), durability {}",
         args.connectors, args.partitions, args.batch, args.committers, args.durability
     );
-    let rows: Vec<(&str, Box<dyn Fn(&Outcome) -> String>)> = vec![
+    type Column = Box<dyn Fn(&Outcome) -> String>;
+    let rows: Vec<(&str, Column)> = vec![
         ("store", Box::new(|o: &Outcome| o.kind.to_string())),
         (
             "offsets/s",
