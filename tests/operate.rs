@@ -317,11 +317,11 @@ fn lag_reports_what_it_knows() {
     let table = ok(&out);
     assert_eq!(
         table,
-        "CONNECTOR\tPARTITIONS\tSINK\tCOMMIT_AGE\tUNAPPLIED\nfile-source\t2\t0\tunknown\t0\norders-sink\t1\t1\tunknown\t0\n"
+        "CONNECTOR\tPARTITIONS\tSINK\tSINK_LAG\tCOMMIT_AGE\tUNAPPLIED\nfile-source\t2\t0\t-\tunknown\t0\norders-sink\t1\t1\t-\tunknown\t0\n"
     );
     let err = text(&out.stderr);
     assert!(
-        err.contains("keeps no commit times") && err.contains("needs the kafka store"),
+        err.contains("keeps no commit times") && err.contains("needs the brokers"),
         "{err}"
     );
     let json = ok(&cli(&["lag", "--store", &db, "--json"]));

@@ -135,6 +135,10 @@ pub(crate) struct LagArgs {
     /// age of each connector's newest logged batch.
     #[arg(long)]
     wal_dir: Option<PathBuf>,
+    /// Brokers of the topics that sink-style partitions (`kafka_topic`, `kafka_partition`) name, for
+    /// their lag (log-end minus committed offset). Default: the store's brokers when it is kafka://.
+    #[arg(long)]
+    kafka: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -418,16 +422,22 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
         commit_age: Option<f64>,
         /// Entries logged but not yet applied to the store.
         unapplied: usize,
+        /// Sum over the sink-style partitions of log-end minus committed offset.
+        sink_lag: Option<i64>,
+        /// (topic, partition, committed offset) of each sink-style partition.
+        sinks: Vec<(String, i32, i64)>,
     }
     let mut rows: Vec<Row> = Vec::new();
     for c in store.namespaces()? {
         let parts = store.partitions(&c)?;
         rows.push(Row {
             sink_partitions: parts.iter().filter(|(k, _)| is_sink_partition(k)).count(),
+            sinks: parts.iter().filter_map(sink_position).collect(),
             partitions: parts.len(),
             connector: c,
             commit_age: None,
             unapplied: 0,
+            sink_lag: None,
         });
     }
     if let Some(dir) = &a.wal_dir {
@@ -457,6 +467,8 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
                                 sink_partitions: 0,
                                 commit_age: None,
                                 unapplied: 0,
+                                sink_lag: None,
+                                sinks: Vec::new(),
                             });
                             rows.last_mut().expect("just pushed")
                         }
@@ -474,23 +486,47 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
         }
         rows.sort_by(|a, b| a.connector.cmp(&b.connector));
     }
-    let sink_note = if store.kind() == "kafka" {
-        "sink lag (log-end minus committed offset) is not implemented yet for the kafka store"
-    } else {
-        "sink lag (log-end minus committed offset) needs the kafka store"
+    let brokers = a.kafka.clone().or_else(|| {
+        connect_offsets::store::StoreUrl::parse(&a.store.store)
+            .ok()
+            .filter(|u| u.scheme == "kafka")
+            .and_then(|u| u.location.split_once('/').map(|(h, _)| h.to_string()))
+    });
+    let sink_note = match &brokers {
+        Some(b) if cfg!(feature = "kafka") => {
+            let all: Vec<(String, i32, i64)> =
+                rows.iter().flat_map(|r| r.sinks.iter().cloned()).collect();
+            let ends = log_ends(b, &all)?;
+            for r in rows.iter_mut() {
+                if r.sinks.is_empty() {
+                    continue;
+                }
+                let mut total = 0;
+                for (t, p, committed) in &r.sinks {
+                    if let Some(end) = ends.get(&(t.clone(), *p)) {
+                        total += (end - committed).max(0);
+                    }
+                }
+                r.sink_lag = Some(total);
+            }
+            format!("sink lag = log-end minus committed offset, from the brokers {b}")
+        }
+        Some(_) => "sink lag (log-end minus committed offset) needs the `kafka` feature".to_string(),
+        None => "sink lag (log-end minus committed offset) needs the brokers: a kafka:// store or --kafka HOSTS".to_string(),
     };
     if a.json {
         let items: Vec<String> = rows
             .iter()
             .map(|r| {
                 format!(
-                    "{{\"name\":{},\"partitions\":{},\"sink_partitions\":{},\"commit_age_s\":{},\"unapplied_entries\":{},\"sink_lag\":null}}",
+                    "{{\"name\":{},\"partitions\":{},\"sink_partitions\":{},\"commit_age_s\":{},\"unapplied_entries\":{},\"sink_lag\":{}}}",
                     quoted(&r.connector),
                     r.partitions,
                     r.sink_partitions,
                     r.commit_age
                         .map_or("null".to_string(), |s| format!("{s:.3}")),
-                    r.unapplied
+                    r.unapplied,
+                    r.sink_lag.map_or("null".to_string(), |l| l.to_string())
                 )
             })
             .collect();
@@ -499,21 +535,22 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
                 "{{\"store\":{},\"connectors\":[{}],\"note\":{}}}",
                 quoted(store.kind()),
                 items.join(","),
-                quoted(sink_note)
+                quoted(&sink_note)
             )
             .as_bytes(),
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    print(b"CONNECTOR\tPARTITIONS\tSINK\tCOMMIT_AGE\tUNAPPLIED")?;
+    print(b"CONNECTOR\tPARTITIONS\tSINK\tSINK_LAG\tCOMMIT_AGE\tUNAPPLIED")?;
     for r in &rows {
         let age = match r.commit_age {
             Some(s) => format!(">= {s:.1}s"),
             None => "unknown".into(),
         };
+        let lag = r.sink_lag.map_or("-".to_string(), |l| l.to_string());
         print(
             format!(
-                "{}\t{}\t{}\t{age}\t{}",
+                "{}\t{}\t{}\t{lag}\t{age}\t{}",
                 r.connector, r.partitions, r.sink_partitions, r.unapplied
             )
             .as_bytes(),
@@ -529,4 +566,58 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
         eprintln!("note: {sink_note}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `(kafka_topic, kafka_partition, kafka_offset)` of a sink-style partition with an integral offset.
+fn sink_position(
+    (key, offset): &(OffsetKey, connect_offsets::Offset),
+) -> Option<(String, i32, i64)> {
+    use connect_offsets::Value;
+    let p = key.partition()?;
+    let (Some(Value::String(t)), Some(Value::Int(n)), Some(Value::Int(o))) = (
+        p.get("kafka_topic"),
+        p.get("kafka_partition"),
+        offset.get("kafka_offset"),
+    ) else {
+        return None;
+    };
+    Some((t.clone(), i32::try_from(*n).ok()?, *o))
+}
+
+/// The log-end offset (high watermark) of each topic partition.
+#[cfg(feature = "kafka")]
+fn log_ends(
+    brokers: &str,
+    parts: &[(String, i32, i64)],
+) -> Result<std::collections::HashMap<(String, i32), i64>> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let mut out = std::collections::HashMap::new();
+    if parts.is_empty() {
+        return Ok(out);
+    }
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("enable.auto.commit", "false")
+        .create()
+        .map_err(|e| Error::Invalid(format!("kafka client for {brokers}: {e}")))?;
+    for (t, p, _) in parts {
+        if out.contains_key(&(t.clone(), *p)) {
+            continue;
+        }
+        let (_, high) = consumer
+            .fetch_watermarks(t, *p, std::time::Duration::from_secs(15))
+            .map_err(|e| {
+                Error::Invalid(format!("log-end offset of {t}-{p} from {brokers}: {e}"))
+            })?;
+        out.insert((t.clone(), *p), high);
+    }
+    Ok(out)
+}
+
+#[cfg(not(feature = "kafka"))]
+fn log_ends(
+    _: &str,
+    _: &[(String, i32, i64)],
+) -> Result<std::collections::HashMap<(String, i32), i64>> {
+    Ok(Default::default())
 }

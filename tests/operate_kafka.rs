@@ -1,0 +1,321 @@
+//! The operator's commands and the REST API on the Kafka store, against the real broker
+//! (`KAFKA_BOOTSTRAP`, default 127.0.0.1:9092, started by `scripts/kafka start`); every test uses
+//! its own random topic.
+#![cfg(all(feature = "cli", feature = "rocksdb", feature = "kafka"))]
+
+#[path = "kafka_util/mod.rs"]
+mod kafka_util;
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Instant;
+
+use connect_offsets::migrate::{MigrateOptions, migrate};
+use connect_offsets::model::Batch;
+use connect_offsets::store::kafka::KafkaStore;
+use connect_offsets::store::rocksdb::RocksDbStore;
+use connect_offsets::store::{MemoryStore, OffsetStoreExt};
+use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};
+
+fn cli(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
+        .args(args)
+        .env_remove("CONNECT_OFFSETS_STORE")
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+fn keys(n: usize) -> Vec<(OffsetKey, Option<Offset>)> {
+    (0..n)
+        .map(|i| {
+            (
+                OffsetKey::new(
+                    format!("connector-{}", i % 10),
+                    Partition::new()
+                        .with("table", format!("schema.table_{i}"))
+                        .with("shard", (i % 7) as i64),
+                ),
+                Some(
+                    Offset::new()
+                        .with("lsn", (i as i64) * 1_000_003)
+                        .with("txid", format!("tx-{i}"))
+                        .with("ratio", i as f64 / 3.0),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// RocksDB → Kafka → memory → RocksDB with 100,000 partitions: identical offsets at the end, and
+/// a fresh reader of the topic sees exactly the source's offsets.
+#[test]
+fn migrate_round_trip_100k_partitions_through_kafka() {
+    let n: usize = std::env::var("MIGRATE_PARTITIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let tmp = tempfile::tempdir().unwrap();
+    let topic = kafka_util::unique_topic("migrate");
+    let kafka_url = kafka_util::url(&topic, 25, "");
+    let first = RocksDbStore::open(tmp.path().join("first")).unwrap();
+    first.write(keys(n)).unwrap();
+    first.apply(&Batch::new("worker-1", 7, [])).unwrap();
+    let kafka = KafkaStore::open(&kafka_url).unwrap();
+    let memory = MemoryStore::new();
+    let last = RocksDbStore::open(tmp.path().join("last")).unwrap();
+    let mut timings = Vec::new();
+    for (name, from, to) in [
+        (
+            "rocksdb -> kafka",
+            &first as &dyn OffsetStore,
+            &kafka as &dyn OffsetStore,
+        ),
+        ("kafka -> memory", &kafka, &memory),
+        ("memory -> rocksdb", &memory, &last),
+    ] {
+        let started = Instant::now();
+        let report = migrate(from, to, &MigrateOptions::default()).unwrap();
+        timings.push((name, started.elapsed()));
+        assert_eq!(
+            report.connectors.iter().map(|c| c.added).sum::<usize>(),
+            n,
+            "{name}"
+        );
+    }
+    let a = first.all().unwrap();
+    let b = last.all().unwrap();
+    assert_eq!(a.len(), n);
+    assert!(a == b, "the round trip changed offsets");
+    for ((ka, va), (kb, vb)) in a.iter().zip(&b) {
+        assert_eq!(ka.connect_key(), kb.connect_key());
+        assert_eq!(va.to_json(), vb.to_json());
+    }
+    assert_eq!(last.applied_seq("worker-1").unwrap(), 7);
+    // What another reader of the topic (a Connect worker, say) loads.
+    let started = Instant::now();
+    let fresh = KafkaStore::open(&kafka_url).unwrap();
+    let reload = started.elapsed();
+    assert!(
+        fresh.all().unwrap() == a,
+        "a fresh reader of {topic} differs"
+    );
+    for (name, t) in timings {
+        eprintln!("migrate {name}: {n} partitions in {:.3} s", t.as_secs_f64());
+    }
+    eprintln!(
+        "a fresh KafkaStore loaded {n} offsets in {:.3} s",
+        reload.as_secs_f64()
+    );
+}
+
+#[test]
+fn cli_commands_on_kafka() {
+    let tmp = tempfile::tempdir().unwrap();
+    let topic = kafka_util::unique_topic("cli");
+    let kafka = kafka_util::url(&topic, 5, "");
+    let db = format!("rocksdb://{}", tmp.path().join("db").display());
+    {
+        let s = RocksDbStore::open(tmp.path().join("db")).unwrap();
+        s.write(keys(50)).unwrap();
+    }
+    let out = ok(&cli(&["migrate", "--from", &db, "--to", &kafka]));
+    assert!(
+        out.contains("migrated 10 connectors (50 partitions written) from rocksdb to kafka"),
+        "{out}"
+    );
+    assert_eq!(
+        ok(&cli(&["export", "--store", &kafka])),
+        ok(&cli(&["export", "--store", &db]))
+    );
+    let names = ok(&cli(&["connectors", "--store", &kafka]));
+    assert_eq!(names.lines().count(), 10, "{names}");
+    ok(&cli(&[
+        "reset",
+        "--store",
+        &kafka,
+        "--connector",
+        "connector-3",
+        "--all",
+    ]));
+    assert_eq!(
+        ok(&cli(&[
+            "list",
+            "--store",
+            &kafka,
+            "--connector",
+            "connector-3"
+        ]))
+        .trim(),
+        r#"{"offsets":[]}"#
+    );
+    let out = ok(&cli(&[
+        "migrate",
+        "--from",
+        &db,
+        "--to",
+        &kafka,
+        "--dry-run",
+    ]));
+    assert!(
+        out.contains("connector connector-3: would add 5, change 0, remove 0; 0 unchanged"),
+        "{out}"
+    );
+    // Import Connect's GET shape for one connector.
+    let doc = tmp.path().join("doc.json");
+    std::fs::write(
+        &doc,
+        r#"{"offsets":[{"partition":{"kafka_topic":"t","kafka_partition":0},"offset":{"kafka_offset":5}}]}"#,
+    )
+    .unwrap();
+    ok(&cli(&[
+        "import",
+        "--store",
+        &kafka,
+        "--connector",
+        "sink-x",
+        "--input",
+        doc.to_str().unwrap(),
+    ]));
+    assert_eq!(
+        ok(&cli(&[
+            "export",
+            "--store",
+            &kafka,
+            "--connector",
+            "sink-x"
+        ]))
+        .trim(),
+        r#"{"offsets":[{"partition":{"kafka_topic":"t","kafka_partition":0},"offset":{"kafka_offset":5}}]}"#
+    );
+}
+
+#[test]
+fn lag_of_sink_partitions_is_log_end_minus_committed() {
+    let topic = kafka_util::unique_topic("lag-store");
+    let data = kafka_util::unique_topic("lag-data");
+    kafka_util::create_topic(&data, 2, &[]);
+    let records: Vec<(Option<i32>, Option<&[u8]>, Option<&[u8]>)> = (0..10)
+        .map(|i| (Some(if i < 7 { 0 } else { 1 }), None, Some(&b"x"[..])))
+        .collect();
+    kafka_util::produce_plain(&data, &records);
+    let kafka = kafka_util::url(&topic, 3, "");
+    let store = KafkaStore::open(&kafka).unwrap();
+    let part = |p: i64| {
+        OffsetKey::new(
+            "my-sink",
+            Partition::new()
+                .with("kafka_topic", data.as_str())
+                .with("kafka_partition", p),
+        )
+    };
+    store
+        .write(vec![
+            (part(0), Some(Offset::new().with("kafka_offset", 4))),
+            (part(1), Some(Offset::new().with("kafka_offset", 3))),
+        ])
+        .unwrap();
+    drop(store);
+    // Partition 0: 7 records, committed 4 → 3 behind; partition 1: 3 records, committed 3 → 0.
+    let out = ok(&cli(&["lag", "--store", &kafka, "--json"]));
+    assert!(
+        out.contains(r#"{"name":"my-sink","partitions":2,"sink_partitions":2,"commit_age_s":null,"unapplied_entries":0,"sink_lag":3}"#),
+        "{out}"
+    );
+    let table = ok(&cli(&["lag", "--store", &kafka]));
+    assert!(table.contains("my-sink\t2\t2\t3\t"), "{table}");
+}
+
+struct Serve {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(args: &[&str]) -> Serve {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
+    Serve { child, base }
+}
+
+fn call(method: &str, url: &str, body: Option<&str>) -> (u16, String) {
+    let a: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let resp = match (method, body) {
+        ("GET", _) => a.get(url).call(),
+        ("DELETE", _) => a.delete(url).call(),
+        ("PATCH", Some(b)) => a.patch(url).send(b),
+        ("PATCH", None) => a.patch(url).send_empty(),
+        _ => unreachable!(),
+    };
+    let mut resp = resp.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.body_mut().read_to_string().unwrap())
+}
+
+#[test]
+fn rest_api_over_kafka() {
+    let topic = kafka_util::unique_topic("rest");
+    let kafka = kafka_util::url(&topic, 5, "");
+    let s = serve(&["--store", &kafka, "--connector", "sink"]);
+    let o = format!("{}/connectors/sink/offsets", s.base);
+    let body = r#"{"offsets":[{"partition":{"kafka_topic":"orders","kafka_partition":0},"offset":{"kafka_offset":5}},{"partition":{"kafka_topic":"orders","kafka_partition":1},"offset":{"kafka_offset":17}}]}"#;
+    assert_eq!(call("GET", &o, None), (200, r#"{"offsets":[]}"#.into()));
+    let (st, msg) = call("PATCH", &o, Some(body));
+    assert_eq!(st, 200, "{msg}");
+    assert!(msg.contains("have been altered successfully"), "{msg}");
+    // Written to the topic: a separate reader sees it.
+    let store = KafkaStore::open(&kafka).unwrap();
+    assert_eq!(store.partitions("sink").unwrap().len(), 2);
+    drop(store);
+    let (st, got) = call("GET", &o, None);
+    assert_eq!(st, 200);
+    assert!(
+        got.contains(r#"{"partition":{"kafka_topic":"orders","kafka_partition":1},"offset":{"kafka_offset":17}}"#),
+        "{got}"
+    );
+    assert_eq!(call("PATCH", &o, None).0, 400);
+    assert_eq!(call("PATCH", &o, Some("{\"offsets\":[")).0, 400);
+    assert_eq!(
+        call("GET", &format!("{}/connectors/other/offsets", s.base), None).0,
+        404
+    );
+    let (st, msg) = call("DELETE", &o, None);
+    assert_eq!(st, 200, "{msg}");
+    assert!(msg.contains("have been reset successfully"), "{msg}");
+    assert_eq!(call("GET", &o, None), (200, r#"{"offsets":[]}"#.into()));
+}
