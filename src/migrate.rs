@@ -246,11 +246,7 @@ mod tests {
         assert_eq!(dry.connectors[0].removed, 1);
         assert_eq!(dry.connectors[0].unchanged, 1);
         assert_eq!(dry.connectors[1].changed, 1);
-        assert_eq!(
-            to.get(&key("a", 3)).unwrap().is_some(),
-            true,
-            "dry run wrote"
-        );
+        assert!(to.get(&key("a", 3)).unwrap().is_some(), "a dry run wrote");
         let done = migrate(&from, &to, &MigrateOptions::default()).unwrap();
         assert_eq!(done.writers, vec![("w".to_string(), 0, 7)]);
         assert_eq!(to.all().unwrap(), from.all().unwrap());

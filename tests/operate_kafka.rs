@@ -208,7 +208,7 @@ fn lag_of_sink_partitions_is_log_end_minus_committed() {
     let topic = kafka_util::unique_topic("lag-store");
     let data = kafka_util::unique_topic("lag-data");
     kafka_util::create_topic(&data, 2, &[]);
-    let records: Vec<(Option<i32>, Option<&[u8]>, Option<&[u8]>)> = (0..10)
+    let records: Vec<kafka_util::PlainRecord<'_>> = (0..10)
         .map(|i| (Some(if i < 7 { 0 } else { 1 }), None, Some(&b"x"[..])))
         .collect();
     kafka_util::produce_plain(&data, &records);
