@@ -136,8 +136,7 @@ pub fn decode_seq(bytes: &[u8]) -> Result<(FrameKind, String, u64, usize), Frame
     let header = check(bytes)?;
     let payload = &bytes[HEADER_LEN..header.1];
     let prefix = || -> Result<(String, u64), DecodeError> {
-        let (writer, used) = decode_string_from(payload)?;
-        let (seq, _): (u64, usize) = bincode::decode_from_slice(&payload[used..], CONFIG)?;
+        let (Prefix(writer, seq), _) = bincode::decode_from_slice(payload, CONFIG)?;
         Ok((writer, seq))
     };
     let (writer, seq) = prefix().map_err(|e| FrameError::Corrupt(format!("bad payload: {e}")))?;
@@ -253,7 +252,7 @@ impl Encode for Value {
 /// `String` allocate the claimed length first, so a 20-byte frame could ask for 256 MiB. Frames are
 /// decoded from a slice, whose reader can peek; another reader would make this fail, not misread.
 fn decode_byte_vec<C, D: Decoder<Context = C>>(d: &mut D) -> Result<Vec<u8>, DecodeError> {
-    let len = u64::decode(d)?;
+    let len = decode_varint(d)?;
     let len = usize::try_from(len).map_err(|_| DecodeError::OutsideUsizeRange(len))?;
     d.claim_bytes_read(len)?;
     let bytes = d
@@ -272,16 +271,39 @@ fn decode_string<C, D: Decoder<Context = C>>(d: &mut D) -> Result<String, Decode
     })
 }
 
-/// [`decode_string`] at the start of `bytes`, and the bytes it took.
-fn decode_string_from(bytes: &[u8]) -> Result<(String, usize), DecodeError> {
-    struct Prefix(String);
-    impl<C> Decode<C> for Prefix {
-        fn decode<D: Decoder<Context = C>>(d: &mut D) -> Result<Self, DecodeError> {
-            decode_string(d).map(Prefix)
-        }
+/// bincode's varint `u64` (one byte below 251, else a marker 251/252/253 and a u16/u32/u64),
+/// refusing a longer form than the value needs: the encoder always writes the shortest, and a frame
+/// must re-encode to the bytes it was read from. bincode's own decoder accepts any form.
+fn decode_varint<C, D: Decoder<Context = C>>(d: &mut D) -> Result<u64, DecodeError> {
+    let marker = d.reader().peek_read(1).map(|b| b[0]);
+    let v = u64::decode(d)?;
+    let least = match marker {
+        Some(251) => 251,
+        Some(252) => 1 << 16,
+        Some(253) => 1 << 32,
+        _ => 0,
+    };
+    if v < least {
+        return Err(DecodeError::OtherString(format!(
+            "varint {v} written in a longer form than it needs"
+        )));
     }
-    let (Prefix(s), used) = bincode::decode_from_slice(bytes, CONFIG)?;
-    Ok((s, used))
+    Ok(v)
+}
+
+/// bincode's varint `i64` (zigzag), in its shortest form only (see [`decode_varint`]).
+fn decode_i64<C, D: Decoder<Context = C>>(d: &mut D) -> Result<i64, DecodeError> {
+    let z = decode_varint(d)?;
+    Ok(((z >> 1) as i64) ^ -((z & 1) as i64))
+}
+
+/// The writer and seq at the start of a payload, read as [`BatchOwned`] reads them.
+struct Prefix(String, u64);
+
+impl<C> Decode<C> for Prefix {
+    fn decode<D: Decoder<Context = C>>(d: &mut D) -> Result<Self, DecodeError> {
+        Ok(Prefix(decode_string(d)?, decode_varint(d)?))
+    }
 }
 
 impl<C> Decode<C> for Value {
@@ -289,7 +311,7 @@ impl<C> Decode<C> for Value {
         Ok(match u8::decode(d)? {
             0 => Value::Null,
             1 => Value::Bool(bool::decode(d)?),
-            2 => Value::Int(i64::decode(d)?),
+            2 => Value::Int(decode_i64(d)?),
             3 => Value::Float(f64::decode(d)?),
             4 => Value::String(decode_string(d)?),
             5 => Value::Bytes(decode_byte_vec(d)?),
@@ -308,7 +330,7 @@ fn encode_map<E: Encoder>(m: &FieldMap, e: &mut E) -> Result<(), EncodeError> {
 }
 
 fn decode_map<C, D: Decoder<Context = C>>(d: &mut D) -> Result<FieldMap, DecodeError> {
-    let n = u64::decode(d)?;
+    let n = decode_varint(d)?;
     let mut m = FieldMap::new();
     for _ in 0..n {
         // Each member takes at least 2 bytes: a claim of more members than bytes fails here.
@@ -355,8 +377,8 @@ impl Encode for BatchRef<'_> {
 impl<C> Decode<C> for BatchOwned {
     fn decode<D: Decoder<Context = C>>(d: &mut D) -> Result<Self, DecodeError> {
         let writer = decode_string(d)?;
-        let seq = u64::decode(d)?;
-        let n = u64::decode(d)?;
+        let seq = decode_varint(d)?;
+        let n = decode_varint(d)?;
         let mut entries = crate::model::Entries::default();
         for _ in 0..n {
             d.claim_bytes_read(3)?;
