@@ -155,7 +155,7 @@ fn export_reset_import_round_trip() {
         "--all",
     ]);
     ok(&out);
-    assert!(text(&out.stderr).contains("reset 1 partitions of connector `file-source`"));
+    assert!(text(&out.stderr).contains("reset 1 partition of connector `file-source`"));
     assert_eq!(ok(&cli(&["connectors", "--store", &db])), "orders-sink\n");
 
     // Import the export back (from stdin): everything returns.

@@ -207,7 +207,8 @@ pub(crate) fn reset(a: ResetArgs) -> Result<ExitCode> {
         }
         None => {
             let n = store.reset_namespace(&a.connector)?;
-            eprintln!("reset {n} partitions of connector `{}`", a.connector);
+            let s = if n == 1 { "" } else { "s" };
+            eprintln!("reset {n} partition{s} of connector `{}`", a.connector);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -497,19 +498,32 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
             let all: Vec<(String, i32, i64)> =
                 rows.iter().flat_map(|r| r.sinks.iter().cloned()).collect();
             let ends = log_ends(b, &all)?;
+            let mut missing = Vec::new();
             for r in rows.iter_mut() {
                 if r.sinks.is_empty() {
                     continue;
                 }
-                let mut total = 0;
+                let mut total = Some(0);
                 for (t, p, committed) in &r.sinks {
-                    if let Some(end) = ends.get(&(t.clone(), *p)) {
-                        total += (end - committed).max(0);
+                    match ends.get(&(t.clone(), *p)) {
+                        Some(Ok(end)) => total = total.map(|n| n + (end - committed).max(0)),
+                        Some(Err(e)) => {
+                            total = None;
+                            missing.push(format!("{t}-{p} ({e})"));
+                        }
+                        None => total = None,
                     }
                 }
-                r.sink_lag = Some(total);
+                r.sink_lag = total;
             }
-            format!("sink lag = log-end minus committed offset, from the brokers {b}")
+            if missing.is_empty() {
+                format!("sink lag = log-end minus committed offset, from the brokers {b}")
+            } else {
+                format!(
+                    "sink lag = log-end minus committed offset, from the brokers {b}; unknown where a partition has no log-end offset: {}",
+                    missing.join(", ")
+                )
+            }
         }
         Some(_) => "sink lag (log-end minus committed offset) needs the `kafka` feature".to_string(),
         None => "sink lag (log-end minus committed offset) needs the brokers: a kafka:// store or --kafka HOSTS".to_string(),
@@ -584,12 +598,12 @@ fn sink_position(
     Some((t.clone(), i32::try_from(*n).ok()?, *o))
 }
 
+/// Per topic partition, its log-end offset or why it is unknown.
+type LogEnds = std::collections::HashMap<(String, i32), std::result::Result<i64, String>>;
+
 /// The log-end offset (high watermark) of each topic partition.
 #[cfg(feature = "kafka")]
-fn log_ends(
-    brokers: &str,
-    parts: &[(String, i32, i64)],
-) -> Result<std::collections::HashMap<(String, i32), i64>> {
+fn log_ends(brokers: &str, parts: &[(String, i32, i64)]) -> Result<LogEnds> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     let mut out = std::collections::HashMap::new();
     if parts.is_empty() {
@@ -604,20 +618,16 @@ fn log_ends(
         if out.contains_key(&(t.clone(), *p)) {
             continue;
         }
-        let (_, high) = consumer
+        let end = consumer
             .fetch_watermarks(t, *p, std::time::Duration::from_secs(15))
-            .map_err(|e| {
-                Error::Invalid(format!("log-end offset of {t}-{p} from {brokers}: {e}"))
-            })?;
-        out.insert((t.clone(), *p), high);
+            .map(|(_, high)| high)
+            .map_err(|e| e.to_string());
+        out.insert((t.clone(), *p), end);
     }
     Ok(out)
 }
 
 #[cfg(not(feature = "kafka"))]
-fn log_ends(
-    _: &str,
-    _: &[(String, i32, i64)],
-) -> Result<std::collections::HashMap<(String, i32), i64>> {
+fn log_ends(_: &str, _: &[(String, i32, i64)]) -> Result<LogEnds> {
     Ok(Default::default())
 }
