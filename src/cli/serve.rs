@@ -9,7 +9,15 @@
 //! | `GET /metrics` | Prometheus text |
 //!
 //! Errors are `{"error_code":N,"message":"..."}` as Connect writes them, with Connect's texts where it
-//! has one. A connector is **unknown** when the store holds no offsets for it and it was neither
+//! has one. Checked against a Kafka Connect 4.4 worker: the 404 (`Connector x not found`, `HTTP 404
+//! Not Found`), 405, the 400 for `{}` and `{"offsets":[]}` and the first sentence of the "must be
+//! stopped" 400 are Connect's own. Where Connect answers **500** (an empty body: a
+//! NullPointerException; malformed JSON, a wrong shape or a nested value: the Jackson or validation
+//! error), this server answers 400 with a message naming what is wrong: the client sent a bad request,
+//! and a script can tell it from a failing store. Connect's success message has two forms; this server
+//! gives the one for connectors that leave their offsets to the framework (the "framework-managed"
+//! text), since a store cannot know whether a connector also keeps offsets elsewhere. Sink-style
+//! partitions are stored like any other (Connect keeps them in the consumer group `connect-<name>`). A connector is **unknown** when the store holds no offsets for it and it was neither
 //! named with `--connector` nor modified through this server since it started (Connect knows its
 //! connectors from their configs; a store only knows those with offsets).
 //!
