@@ -18,8 +18,9 @@
 //!
 //! Decoding accepts what Jackson accepts by default (any JSON whitespace, `\/` and lowercase escapes,
 //! leading zeros in numbers); integral numbers become `i64` (an integer outside `i64` is refused rather
-//! than truncated as Java's `longValue()` would), others `f64`. Nested objects or arrays in a partition or
-//! offset are refused with an error naming the field.
+//! than truncated as Java's `longValue()` would), others `f64` (a number beyond the range of `f64` is
+//! refused rather than read as an infinity, which would be written back as a string). Nested objects or
+//! arrays in a partition or offset are refused with an error naming the field.
 
 use base64::Engine as _;
 
@@ -652,9 +653,17 @@ impl Parser<'_> {
                 format!("integer {text} at byte {start} does not fit a 64-bit offset value (Kafka Connect's INT64)")
             })
         } else {
-            text.parse::<f64>()
-                .map(Json::Float)
-                .map_err(|_| format!("number {text} at byte {start} is not a valid double"))
+            match text.parse::<f64>() {
+                Ok(f) if f.is_finite() => Ok(Json::Float(f)),
+                // An infinity would be written back as the string "Infinity": refused, as an
+                // integer outside i64 is, rather than changed.
+                Ok(_) => Err(format!(
+                    "number {text} at byte {start} is beyond the range of a double"
+                )),
+                Err(_) => Err(format!(
+                    "number {text} at byte {start} is not a valid double"
+                )),
+            }
         }
     }
 }
