@@ -127,7 +127,13 @@ impl ProducerContext for Ctx {
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
         // Only failures are reported (`delivery.report.only.error`); the transaction's commit fails
         // for them too, this keeps the reason for the error message.
-        if let Err((e, _)) = result {
+        // Records purged by an abort report themselves too; that is not news.
+        if let Err((e, _)) = result
+            && !matches!(
+                e.rdkafka_error_code(),
+                Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
+            )
+        {
             self.note_error(e);
         }
     }

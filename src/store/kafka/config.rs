@@ -450,6 +450,15 @@ impl Settings {
         c.set("isolation.level", "read_committed");
         c.set("auto.offset.reset", "earliest");
         c.set("enable.partition.eof", "false");
+        if !self
+            .properties
+            .iter()
+            .any(|(k, _)| k == "fetch.wait.max.ms")
+        {
+            // The reader only fetches during a catch-up (it is paused in between), and a catch-up
+            // waits for the last transaction markers: a long broker-side wait only adds latency.
+            c.set("fetch.wait.max.ms", "20");
+        }
         c
     }
 

@@ -407,23 +407,42 @@ impl Reader {
         &self.consumer
     }
 
-    /// Assigns every partition, from the beginning.
-    pub(crate) fn assign(&mut self, partitions: i32) -> Result<()> {
-        let mut tpl = TopicPartitionList::with_capacity(partitions as usize);
-        for p in 0..partitions {
-            tpl.add_partition_offset(&self.topic, p, KafkaOffset::Beginning)
+    /// Sets the partitions to read (all of them, from the beginning on the first catch-up).
+    pub(crate) fn assign(&mut self, partitions: i32) {
+        self.partitions = partitions;
+        self.next = vec![0; partitions as usize];
+    }
+
+    /// Assigns every partition at the next offset to read. The reader is assigned only during a
+    /// catch-up: in between it neither polls the brokers nor buffers records nobody asked for, and
+    /// it resumes exactly where it stopped (`next` counts transaction markers too).
+    fn start(&self) -> Result<()> {
+        let mut tpl = TopicPartitionList::with_capacity(self.partitions as usize);
+        for (p, next) in self.next.iter().enumerate() {
+            let at = if *next > 0 {
+                KafkaOffset::Offset(*next)
+            } else {
+                KafkaOffset::Beginning
+            };
+            tpl.add_partition_offset(&self.topic, p as i32, at)
                 .map_err(|e| kafka_error(self.consumer.context(), "assign partitions", &e))?;
         }
         self.consumer.assign(&tpl).map_err(|e| {
             kafka_error(
                 self.consumer.context(),
-                &format!("assign the {partitions} partitions of `{}`", self.topic),
+                &format!(
+                    "assign the {} partitions of `{}`",
+                    self.partitions, self.topic
+                ),
                 &e,
             )
-        })?;
-        self.partitions = partitions;
-        self.next = vec![0; partitions as usize];
-        Ok(())
+        })
+    }
+
+    fn stop(&self) -> Result<()> {
+        self.consumer
+            .unassign()
+            .map_err(|e| kafka_error(self.consumer.context(), "unassign the reader", &e))
     }
 
     /// The end of each partition for a `read_committed` reader: the last stable offset. Retries
@@ -486,6 +505,20 @@ impl Reader {
     /// Reads every partition to its end into `state`, again and again until the ends stop moving
     /// (or [`MAX_ROUNDS`] rounds). Returns how many records were read.
     pub(crate) fn catch_up(
+        &mut self,
+        state: &mut State,
+        dead: &DeadLetters,
+        settings: &Settings,
+    ) -> Result<u64> {
+        self.start()?;
+        let result = self.catch_up_rounds(state, dead, settings);
+        let stopped = self.stop();
+        let read = result?;
+        stopped?;
+        Ok(read)
+    }
+
+    fn catch_up_rounds(
         &mut self,
         state: &mut State,
         dead: &DeadLetters,

@@ -180,7 +180,7 @@ impl KafkaStore {
             let (slot, id) = writers.slot_of(&settings, writer);
             *write::lock(&slot) = Slot::Ready(TxnProducer::create(&settings, &id)?);
         }
-        reader.assign(partitions)?;
+        reader.assign(partitions);
         let dead = DeadLetters::new(&settings);
         let mut state = State::default();
         let t0 = Instant::now();

@@ -254,6 +254,13 @@ impl TxnProducer {
             ));
         }
         tracing::debug!(transactional_id = id, elapsed = ?t.elapsed(), "transactions initialized");
+        // Learn the topic's leaders now rather than on the first record of the first batch.
+        if let Err(e) = producer
+            .client()
+            .fetch_metadata(Some(&settings.topic), settings.timeout)
+        {
+            tracing::debug!(transactional_id = id, error = %producer.context().scrub(&e.to_string()), "metadata warm-up failed");
+        }
         Ok(TxnProducer {
             producer,
             id: id.to_string(),
@@ -296,28 +303,38 @@ impl TxnProducer {
         }
     }
 
-    /// Aborts the open transaction.
+    /// Aborts the open transaction. The abort purges the records still queued and waits for their
+    /// delivery reports, which only a poll serves: so abort in short steps and poll in between
+    /// (librdkafka continues an abort that timed out when asked again).
     pub(crate) fn abort(&self, settings: &Settings) -> std::result::Result<(), Failure> {
-        match self.producer.abort_transaction(settings.timeout) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                if let Some((code, reason)) = self.producer.client().fatal_error() {
-                    let reason = self.producer.context().scrub(&reason);
-                    if is_fence(code) {
-                        return Err(Failure::Fenced(reason));
+        let deadline = Instant::now() + settings.timeout;
+        loop {
+            match self.producer.abort_transaction(Duration::from_millis(50)) {
+                Ok(()) => return Ok(()),
+                Err(KafkaError::Transaction(rde))
+                    if rde.is_retriable() && !rde.is_fatal() && Instant::now() < deadline =>
+                {
+                    self.producer.poll(Duration::from_millis(2));
+                }
+                Err(e) => {
+                    if let Some((code, reason)) = self.producer.client().fatal_error() {
+                        let reason = self.producer.context().scrub(&reason);
+                        if is_fence(code) {
+                            return Err(Failure::Fenced(reason));
+                        }
                     }
+                    if e.rdkafka_error_code().is_some_and(is_fence) {
+                        return Err(Failure::Fenced(self.describe(&e)));
+                    }
+                    return Err(Failure::Lost(Error::store(
+                        "kafka",
+                        format!(
+                            "abort the transaction of `{}`: {}",
+                            self.id,
+                            self.describe(&e)
+                        ),
+                    )));
                 }
-                if e.rdkafka_error_code().is_some_and(is_fence) {
-                    return Err(Failure::Fenced(self.describe(&e)));
-                }
-                Err(Failure::Lost(Error::store(
-                    "kafka",
-                    format!(
-                        "abort the transaction of `{}`: {}",
-                        self.id,
-                        self.describe(&e)
-                    ),
-                )))
             }
         }
     }
