@@ -32,12 +32,18 @@ fn cases() -> u32 {
         .unwrap_or(1000)
 }
 
-/// Runs the generated scenarios against one backend and checks that every applicable crash point was
-/// actually crashed at.
-fn run_backend(name: &str, make: impl Fn() -> Box<dyn StoreFactory>, unreachable: &[CrashPoint]) {
+/// Runs the generated scenarios against one backend and checks that every crash point but those in
+/// `not_required` (unreachable for the backend, or left to the runs with more cases) was actually
+/// crashed at.
+fn run_backend(
+    name: &str,
+    cases: u32,
+    make: impl Fn() -> Box<dyn StoreFactory>,
+    not_required: &[CrashPoint],
+) {
     let total = Arc::new(Mutex::new(Report::default()));
     let config = Config {
-        cases: cases(),
+        cases,
         failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
             "proptest-regressions/crash_props.txt",
         ))),
@@ -58,14 +64,11 @@ fn run_backend(name: &str, make: impl Fn() -> Box<dyn StoreFactory>, unreachable
     let total = total.lock().unwrap();
     let crashed: BTreeMap<_, _> = total.crashes.clone();
     println!(
-        "{name}: {} cases, {} lifetimes, {} acknowledged commits, {} batches replayed; crashes per point: {crashed:?}",
-        cases(),
-        total.lifetimes,
-        total.acked_commits,
-        total.replayed
+        "{name}: {cases} cases, {} lifetimes, {} acknowledged commits, {} batches replayed; crashes per point: {crashed:?}",
+        total.lifetimes, total.acked_commits, total.replayed
     );
     for p in CrashPoint::ALL {
-        if unreachable.contains(&p) {
+        if not_required.contains(&p) {
             continue;
         }
         assert!(
@@ -77,7 +80,7 @@ fn run_backend(name: &str, make: impl Fn() -> Box<dyn StoreFactory>, unreachable
 
 #[test]
 fn crash_anywhere_memory_store() {
-    run_backend("memory + log", || Box::new(MemoryFactory), &[]);
+    run_backend("memory + log", cases(), || Box::new(MemoryFactory), &[]);
 }
 
 #[cfg(feature = "rocksdb")]
@@ -100,8 +103,59 @@ fn crash_anywhere_rocksdb_store() {
     // Compaction snapshots exist only for stores that do not outlive the process.
     run_backend(
         "rocksdb + log",
+        cases(),
         || Box::new(RocksFactory(tempfile::tempdir().expect("tempdir"))),
         &[CrashPoint::InsideCompaction],
+    );
+}
+
+#[cfg(feature = "kafka")]
+#[path = "kafka_util/mod.rs"]
+mod kafka_util;
+
+/// The same scenarios over `KafkaStore` on the real broker (`scripts/kafka start`), a fresh topic per
+/// case: a lifetime opens the store again on the topic, as a restarted process would. Fewer cases than
+/// the embedded stores (every case creates a topic and each lifetime reads it and initializes a
+/// transactional producer): `KAFKA_PROPTEST_CASES`, default 64. With that few cases, only the points
+/// where the store is involved must each be crashed at; the log-only points are exercised too, and the
+/// memory and RocksDB runs (1,000 cases) require them.
+#[cfg(feature = "kafka")]
+#[test]
+fn crash_anywhere_kafka_store() {
+    use connect_offsets::store::kafka::KafkaStore;
+    use connect_offsets::store::{ApplyFault, OffsetStore};
+
+    struct KafkaFactory(String);
+    impl StoreFactory for KafkaFactory {
+        fn open(
+            &mut self,
+            fault: Arc<dyn ApplyFault>,
+        ) -> connect_offsets::Result<Arc<dyn OffsetStore>> {
+            Ok(Arc::new(
+                KafkaStore::open(&kafka_util::url(&self.0, 3, ""))?.with_fault(fault),
+            ))
+        }
+    }
+    let cases = std::env::var("KAFKA_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    kafka_util::bootstrap();
+    let store_points = [
+        CrashPoint::AfterAckBeforeApply,
+        CrashPoint::InsideApply,
+        CrashPoint::AfterApplyBeforeRelease,
+        CrashPoint::InsideRecovery,
+    ];
+    let not_required: Vec<CrashPoint> = CrashPoint::ALL
+        .into_iter()
+        .filter(|p| !store_points.contains(p))
+        .collect();
+    run_backend(
+        "kafka + log",
+        cases,
+        || Box::new(KafkaFactory(kafka_util::unique_topic("crash"))),
+        &not_required,
     );
 }
 
