@@ -74,7 +74,7 @@ fn many_threads_offer_and_commit() {
                         last[i] = v;
                     }
                     if v % 60 == 0 {
-                        let d = if commits % 2 == 0 {
+                        let d = if commits.is_multiple_of(2) {
                             Durability::Local
                         } else {
                             Durability::Store
