@@ -125,7 +125,7 @@ fn crash_anywhere_kafka_store() {
     use connect_offsets::store::kafka::KafkaStore;
     use connect_offsets::store::{ApplyFault, OffsetStore};
 
-    struct KafkaFactory(String);
+    struct KafkaFactory(kafka_util::TopicGuard);
     impl StoreFactory for KafkaFactory {
         fn open(
             &mut self,
@@ -154,7 +154,7 @@ fn crash_anywhere_kafka_store() {
     run_backend(
         "kafka + log",
         cases,
-        || Box::new(KafkaFactory(kafka_util::unique_topic("crash"))),
+        || Box::new(KafkaFactory(kafka_util::TopicGuard::new("crash"))),
         &not_required,
     );
 }

@@ -14,15 +14,15 @@ use connect_offsets::store::{ApplyFault, OffsetStore, OffsetStoreExt, StoreUrl};
 use connect_offsets::{Batch, Error, Offset, OffsetKey, Partition};
 use kafka_util::*;
 
-/// Each conformance test gets a fresh topic (5 partitions, so batches span partitions).
+/// Each conformance test gets a fresh topic (3 partitions, so batches span partitions).
 struct KafkaHarness {
-    topic: String,
+    topic: TopicGuard,
 }
 
 impl KafkaHarness {
     fn new() -> Self {
         KafkaHarness {
-            topic: unique_topic("conformance"),
+            topic: TopicGuard::new("conformance"),
         }
     }
 }
@@ -32,7 +32,7 @@ impl Harness for KafkaHarness {
         &mut self,
         fault: Option<Arc<dyn ApplyFault>>,
     ) -> connect_offsets::Result<Box<dyn OffsetStore>> {
-        let store = KafkaStore::open(&url(&self.topic, 5, ""))?;
+        let store = KafkaStore::open(&url(&self.topic, 3, ""))?;
         Ok(match fault {
             None => Box::new(store),
             Some(f) => Box::new(store.with_fault(f)),
@@ -81,7 +81,7 @@ fn vectors() -> Vec<(OffsetKey, &'static str, [i32; 3])> {
 #[test]
 fn records_land_where_java_puts_them() {
     for (i, partitions) in [25u32, 50, 3].into_iter().enumerate() {
-        let topic = unique_topic("murmur2");
+        let topic = TopicGuard::new("murmur2");
         let store = KafkaStore::open(&url(&topic, partitions, "")).expect("open");
         assert_eq!(store.partition_count(), partitions as i32);
         for (n, (k, bytes, _)) in vectors().iter().enumerate() {
@@ -133,7 +133,7 @@ fn records_land_where_java_puts_them() {
 
 #[test]
 fn resets_are_tombstones() {
-    let topic = unique_topic("tombstone");
+    let topic = TopicGuard::new("tombstone");
     let store = KafkaStore::open(&url(&topic, 3, "")).expect("open");
     let k = key("c", 1);
     store.set(k.clone(), pos(1)).expect("set");
@@ -153,7 +153,7 @@ fn resets_are_tombstones() {
 #[test]
 fn refuses_a_topic_that_is_not_only_compacted() {
     for policy in ["compact,delete", "delete"] {
-        let topic = unique_topic("policy");
+        let topic = TopicGuard::new("policy");
         create_topic(&topic, 3, &[("cleanup.policy", policy)]);
         let err = KafkaStore::open(&url(&topic, 3, ""))
             .unwrap_err()
@@ -161,12 +161,12 @@ fn refuses_a_topic_that_is_not_only_compacted() {
         assert!(
             err.contains(&format!("'cleanup.policy={policy}'"))
                 && err.contains("is required to have 'cleanup.policy=compact'")
-                && err.contains(&topic),
+                && err.contains(&*topic),
             "{err}"
         );
     }
     // An existing compacted topic is used as it is, with its own partition count.
-    let topic = unique_topic("policy-ok");
+    let topic = TopicGuard::new("policy-ok");
     create_topic(&topic, 4, &[("cleanup.policy", "compact")]);
     let store = KafkaStore::open(&url(&topic, 25, "")).expect("open a compacted topic");
     assert_eq!(store.partition_count(), 4);
@@ -174,13 +174,29 @@ fn refuses_a_topic_that_is_not_only_compacted() {
 
 #[test]
 fn creates_the_topic_compacted() {
-    let topic = unique_topic("create");
+    let topic = TopicGuard::new("create");
     let store = KafkaStore::open(&url(&topic, 7, "")).expect("open");
     assert_eq!(store.partition_count(), 7);
     drop(store);
     // A second open finds the topic and checks its policy (it would refuse anything but compact).
     let store = KafkaStore::open(&url(&topic, 3, "")).expect("reopen");
     assert_eq!(store.partition_count(), 7);
+}
+
+#[test]
+fn replication_minus_one_is_the_broker_default() {
+    let topic = TopicGuard::new("rf-default");
+    let u = format!(
+        "kafka://{}/{topic}?partitions=2&replication=-1&timeout.ms=20000",
+        bootstrap()
+    );
+    let store = KafkaStore::open(&u).expect("open with the broker's default replication");
+    assert_eq!(store.partition_count(), 2);
+    store.set(key("c", 1), pos(1)).expect("set");
+    let e = KafkaStore::open(&format!("kafka://{}/{topic}?replication=0", bootstrap()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("replication"), "{e}");
 }
 
 #[test]
@@ -207,7 +223,7 @@ fn unreachable_broker_fails_within_the_timeout() {
 
 #[test]
 fn sasl_plain_with_the_right_password_works() {
-    let topic = unique_topic("sasl");
+    let topic = TopicGuard::new("sasl");
     let u = format!(
         "kafka://{}/{topic}?partitions=3&replication=1&timeout.ms=20000&security.protocol=SASL_PLAINTEXT\
          &sasl.mechanism=PLAIN&sasl.username=connect-offsets&sasl.password=connect-offsets-secret",
@@ -227,7 +243,7 @@ fn sasl_plain_with_the_right_password_works() {
 
 #[test]
 fn sasl_wrong_password_is_a_clear_error_within_the_bound() {
-    let topic = unique_topic("sasl-bad");
+    let topic = TopicGuard::new("sasl-bad");
     let u = format!(
         "kafka://{}/{topic}?timeout.ms=10000&security.protocol=SASL_PLAINTEXT&sasl.mechanism=PLAIN\
          &sasl.username=connect-offsets&sasl.password=WrongHorseBattery",
@@ -256,13 +272,20 @@ fn sasl_wrong_password_is_a_clear_error_within_the_bound() {
 #[test]
 fn secrets_stay_out_of_debug_errors_and_logs() {
     let secret = "S3cr3t-Pa55-9f8e7d";
-    let topic = unique_topic("secrets");
+    let topic = TopicGuard::new("secrets");
     // librdkafka's own debug output, to be sure nothing it logs carries the password.
     let raw = format!(
         "kafka://{}/{topic}?timeout.ms=5000&security.protocol=SASL_PLAINTEXT&sasl.mechanism=PLAIN\
          &sasl.username=nobody&sasl.password={secret}&debug=security,broker",
         sasl_bootstrap()
     );
+    let inline = StoreUrl::parse(&format!(
+        "kafka://h:1/t?ssl.key.pem=-----BEGIN%20PRIVATE%20KEY-----{secret}&sasl.oauthbearer.config=clientSecret%3D{secret}&partitions=x"
+    ))
+    .unwrap();
+    assert!(!inline.to_string().contains(secret), "{inline}");
+    let e = KafkaStore::open_url(&inline).unwrap_err().to_string();
+    assert!(e.contains("partitions") && !e.contains(secret), "{e}");
     let url = StoreUrl::parse(&raw).unwrap();
     assert!(!url.to_string().contains(secret));
     assert!(!format!("{url:?}").contains(secret));
@@ -306,7 +329,7 @@ fn secrets_stay_out_of_debug_errors_and_logs() {
 
 #[test]
 fn a_second_store_with_the_same_writer_fences_the_first() {
-    let topic = unique_topic("fence");
+    let topic = TopicGuard::new("fence");
     let first = KafkaStore::open(&url(&topic, 3, "")).expect("open first");
     first
         .apply(&Batch::new("w", 1, [(key("c", 1), Some(pos(1)))]))
@@ -336,7 +359,7 @@ fn a_second_store_with_the_same_writer_fences_the_first() {
     assert_eq!(third.get(&key("c", 1)).unwrap(), Some(pos(2)));
     assert_eq!(third.get(&key("c", 2)).unwrap(), Some(pos(9)));
     // Claiming at open fences at once.
-    let claimer = KafkaStore::builder(bootstrap(), &topic)
+    let claimer = KafkaStore::builder(bootstrap(), &*topic)
         .replication(1)
         .claim_writer("w")
         .open()
@@ -352,7 +375,7 @@ fn a_second_store_with_the_same_writer_fences_the_first() {
 
 #[test]
 fn undecodable_records_go_to_the_dead_letter_file() {
-    let topic = unique_topic("dead");
+    let topic = TopicGuard::new("dead");
     drop(KafkaStore::open(&url(&topic, 3, "")).expect("create the topic"));
     let good = key("good", 1);
     let good_bytes = good.connect_key();
@@ -424,7 +447,7 @@ fn undecodable_records_go_to_the_dead_letter_file() {
 
 #[test]
 fn refresh_sees_what_others_wrote() {
-    let topic = unique_topic("refresh");
+    let topic = TopicGuard::new("refresh");
     let store = KafkaStore::open(&url(&topic, 3, "")).expect("open");
     let a = key("conn", 1);
     let b = key("conn", 2);
@@ -464,7 +487,7 @@ fn refresh_sees_what_others_wrote() {
 
 #[test]
 fn another_spelling_of_a_key_is_replaced_not_duplicated() {
-    let topic = unique_topic("forms");
+    let topic = TopicGuard::new("forms");
     let store = KafkaStore::open(&url(&topic, 5, "")).expect("open");
     let ab = OffsetKey::new("c", Partition::new().with("a", 1).with("b", "x"));
     let ba = OffsetKey::new("c", Partition::new().with("b", "x").with("a", 1));
@@ -497,7 +520,7 @@ fn another_spelling_of_a_key_is_replaced_not_duplicated() {
 
 #[test]
 fn applied_seq_survives_without_the_batch_records() {
-    let topic = unique_topic("seq");
+    let topic = TopicGuard::new("seq");
     let store = KafkaStore::open(&url(&topic, 3, "")).expect("open");
     let k = key("c", 1);
     store
@@ -528,7 +551,7 @@ fn applied_seq_survives_without_the_batch_records() {
 /// marker keeps `applied_seq`.
 #[test]
 fn applied_seq_survives_compaction() {
-    let topic = unique_topic("compaction");
+    let topic = TopicGuard::new("compaction");
     create_topic(
         &topic,
         1,
@@ -587,7 +610,7 @@ fn applied_seq_survives_compaction() {
 #[test]
 fn an_aborted_batch_is_invisible_to_read_committed_but_not_to_read_uncommitted() {
     use connect_offsets::store::fault::FailMidway;
-    let topic = unique_topic("abort");
+    let topic = TopicGuard::new("abort");
     let fault = Arc::new(FailMidway::new(3));
     let store = KafkaStore::open(&url(&topic, 3, ""))
         .expect("open")
@@ -629,7 +652,7 @@ fn an_aborted_batch_is_invisible_to_read_committed_but_not_to_read_uncommitted()
 
 #[test]
 fn opens_by_url_through_the_generic_opener() {
-    let topic = unique_topic("generic");
+    let topic = TopicGuard::new("generic");
     let store = connect_offsets::open(&url(&topic, 3, "")).expect("open");
     assert_eq!(store.kind(), "kafka");
     assert!(store.durable());
@@ -660,7 +683,7 @@ fn opens_by_url_through_the_generic_opener() {
 #[test]
 fn loads_100k_offsets() {
     const N: i64 = 100_000;
-    let topic = unique_topic("load");
+    let topic = TopicGuard::new("load");
     let store = KafkaStore::open(&url(&topic, 25, "")).expect("open");
     let t = Instant::now();
     for b in 0..10 {

@@ -16,14 +16,17 @@ pub struct StoreUrl {
     pub params: Vec<(String, String)>,
 }
 
-/// Parameter names whose values are secrets: never printed.
+/// Parameter names whose values are secrets: never printed. Besides passwords, secrets and tokens:
+/// private keys given inline (`ssl.key.pem`) and librdkafka's OAUTHBEARER configuration string.
 pub(crate) fn is_secret(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     n.contains("password")
         || n.contains("secret")
         || n.ends_with(".key")
+        || n.contains("key.pem")
         || n.contains("token")
         || n.contains("jaas")
+        || n.contains("oauthbearer.config")
 }
 
 impl fmt::Display for StoreUrl {

@@ -139,6 +139,47 @@ impl rdkafka::producer::ProducerContext for Deliveries {
     }
 }
 
+/// Deletes topics (best effort): tests share one small broker, so they remove what they created.
+pub fn delete_topics(topics: &[&str]) {
+    let Ok(admin) = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create::<AdminClient<DefaultClientContext>>()
+    else {
+        return;
+    };
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let _ = block_on(admin.delete_topics(topics, &opts));
+}
+
+/// Deletes its topic when dropped (at the end of a test, passed or failed).
+pub struct TopicGuard(pub String);
+
+impl TopicGuard {
+    /// A new unique topic, deleted when the guard drops.
+    pub fn new(what: &str) -> Self {
+        TopicGuard(unique_topic(what))
+    }
+}
+
+impl std::ops::Deref for TopicGuard {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for TopicGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Drop for TopicGuard {
+    fn drop(&mut self) {
+        delete_topics(&[&self.0]);
+    }
+}
+
 /// A plain (non-transactional) producer, as a Connect worker without exactly-once uses.
 pub fn plain_producer() -> rdkafka::producer::BaseProducer<Deliveries> {
     ClientConfig::new()

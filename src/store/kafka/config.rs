@@ -57,11 +57,9 @@ const RESERVED: &[(&str, &str)] = &[
 /// Properties whose value the store fixes but which may be given with that same value.
 const FIXED: &[(&str, &str)] = &[("partitioner", "murmur2_random"), ("acks", "all")];
 
-/// The names of secret parameters: [`crate::store::url::is_secret`] plus PEM private keys and the
-/// OAUTHBEARER configuration string, which can hold a client secret.
+/// The names of secret parameters (passwords, private keys, tokens, ...).
 fn kafka_secret(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    is_secret(&n) || n.contains("key.pem") || n == "sasl.oauthbearer.config"
+    is_secret(name)
 }
 
 /// Builds a [`KafkaStore`](super::KafkaStore).

@@ -329,6 +329,10 @@ impl DeadLetters {
             })?;
         }
         let n = self.count.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.file.is_none() {
+            // (DeadLetterFile::write counts the ones it writes.)
+            crate::metrics::dead_lettered("kafka");
+        }
         match &self.file {
             Some(f) => tracing::warn!(
                 topic = %topic, partition, offset, reason, dead_letters = n,
@@ -510,31 +514,40 @@ impl Reader {
         dead: &DeadLetters,
         settings: &Settings,
     ) -> Result<u64> {
+        let ends = self.end_offsets(settings)?;
+        if self.caught_up(&ends) {
+            return Ok(0);
+        }
         self.start()?;
-        let result = self.catch_up_rounds(state, dead, settings);
+        let result = self.catch_up_rounds(ends, state, dead, settings);
         let stopped = self.stop();
         let read = result?;
         stopped?;
         Ok(read)
     }
 
+    fn caught_up(&self, ends: &[i64]) -> bool {
+        self.next.iter().zip(ends).all(|(next, end)| next >= end)
+    }
+
     fn catch_up_rounds(
         &mut self,
+        mut ends: Vec<i64>,
         state: &mut State,
         dead: &DeadLetters,
         settings: &Settings,
     ) -> Result<u64> {
         let mut read = 0;
-        for round in 0.. {
-            let ends = self.end_offsets(settings)?;
-            if (0..self.partitions as usize).all(|p| self.next[p] >= ends[p]) {
+        for round in 1.. {
+            read += self.read_to(&ends, state, dead, settings)?;
+            ends = self.end_offsets(settings)?;
+            if self.caught_up(&ends) {
                 break;
             }
             if round == MAX_ROUNDS {
                 tracing::debug!(topic = %self.topic, "the topic keeps growing; stopping the catch-up here");
                 break;
             }
-            read += self.read_to(&ends, state, dead, settings)?;
         }
         Ok(read)
     }

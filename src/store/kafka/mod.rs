@@ -333,10 +333,12 @@ impl OffsetStore for KafkaStore {
             return Err(self.fenced(&batch.writer, &id, reason));
         }
         if matches!(*guard, Slot::Empty) {
-            *guard = Slot::Ready(TxnProducer::create(&self.settings, &id)?);
+            let producer = TxnProducer::create(&self.settings, &id)?;
             // Whatever an older owner of this transactional.id committed is settled now: read it
-            // before deciding whether this batch is already in the topic.
+            // before deciding whether this batch is already in the topic. (If that fails, the
+            // producer is dropped and the next batch starts over.)
             self.refresh()?;
+            *guard = Slot::Ready(producer);
         }
         let Slot::Ready(producer) = &*guard else {
             return Err(Error::store(
