@@ -59,6 +59,8 @@ pub mod connector_offsets;
 pub mod crash;
 pub mod dead_letter;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzz_checks;
 pub mod metrics;
 pub mod migrate;
 pub mod model;
