@@ -36,7 +36,10 @@
 //! to track a connector's partitions (`OffsetUtils.processPartitionKey`), which logs "Ignoring offset
 //! partition key with an unexpected format. Expected type: java.util.List, actual type: …" for a JSON
 //! object key and skips it. Its lookups are by exact key bytes, which never match a marker. One such
-//! log line per writer appears when a worker reads the topic.
+//! WARN line per surviving marker appears when a worker reads the topic. (Checked against a Kafka
+//! Connect 4.4.0 distributed worker: with markers in its offsets topic it starts, runs
+//! `FileStreamSourceConnector` from the offset we wrote, returns it from
+//! `GET /connectors/{name}/offsets`, and its `DELETE` reset reads back here as a reset.)
 //!
 //! ## Atomic batches: one transaction per batch
 //! Each writer (the `writer` of a [`Batch`]) gets its own transactional producer, `transactional.id`
