@@ -22,6 +22,10 @@ use rdkafka::topic_partition_list::Offset;
 /// The broker the tests use: `KAFKA_BOOTSTRAP`, default `127.0.0.1:9092`. Panics (the test fails) when
 /// nothing answers there, saying how to start one.
 pub fn bootstrap() -> String {
+    checked_bootstrap().unwrap_or_else(|msg| panic!("{msg}"))
+}
+
+fn checked_bootstrap() -> Result<String, String> {
     static CHECKED: OnceLock<Result<String, String>> = OnceLock::new();
     CHECKED
         .get_or_init(|| {
@@ -34,7 +38,6 @@ pub fn bootstrap() -> String {
             })
         })
         .clone()
-        .unwrap_or_else(|msg| panic!("{msg}"))
 }
 
 /// The SASL_PLAINTEXT (PLAIN) listener of the test broker: `KAFKA_SASL_BOOTSTRAP`, default
@@ -90,19 +93,26 @@ impl Wake for ThreadWaker {
     }
 }
 
-/// Waits for an admin-client future (completed by the client's own thread).
-pub fn block_on<F: Future>(fut: F) -> F::Output {
+/// Waits for an admin-client future (completed by the client's own thread); `None` after `timeout`.
+pub fn try_block_on<F: Future>(fut: F, timeout: Duration) -> Option<F::Output> {
     let mut fut = std::pin::pin!(fut);
     let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
     let mut cx = Context::from_waker(&waker);
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + timeout;
     loop {
         if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            return v;
+            return Some(v);
         }
-        assert!(Instant::now() < deadline, "admin operation hangs");
+        if Instant::now() >= deadline {
+            return None;
+        }
         std::thread::park_timeout(Duration::from_millis(50));
     }
+}
+
+/// Waits for an admin-client future; fails the test when it takes over a minute.
+pub fn block_on<F: Future>(fut: F) -> F::Output {
+    try_block_on(fut, Duration::from_secs(60)).expect("admin operation hangs")
 }
 
 /// Creates `topic` with the given configs (replication 1).
@@ -141,14 +151,20 @@ impl rdkafka::producer::ProducerContext for Deliveries {
 
 /// Deletes topics (best effort): tests share one small broker, so they remove what they created.
 pub fn delete_topics(topics: &[&str]) {
+    // Never panics: it runs in destructors, also while a failed test unwinds.
+    let Ok(bootstrap) = checked_bootstrap() else {
+        return;
+    };
     let Ok(admin) = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
+        .set("bootstrap.servers", bootstrap)
         .create::<AdminClient<DefaultClientContext>>()
     else {
         return;
     };
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-    let _ = block_on(admin.delete_topics(topics, &opts));
+    let opts = AdminOptions::new()
+        .request_timeout(Some(Duration::from_secs(10)))
+        .operation_timeout(Some(Duration::from_secs(10)));
+    let _ = try_block_on(admin.delete_topics(topics, &opts), Duration::from_secs(15));
 }
 
 /// Deletes its topic when dropped (at the end of a test, passed or failed).
