@@ -490,3 +490,100 @@ impl Settings {
         format!("{}{writer}", self.transactional_id_prefix)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn builder(url: &str) -> Result<KafkaStoreBuilder> {
+        KafkaStoreBuilder::from_url(&StoreUrl::parse(url)?)
+    }
+
+    #[test]
+    fn url_parameters_are_ours_or_librdkafkas() {
+        let b = builder(
+            "kafka://a:1,b:2/offs?partitions=7&replication=-1&timeout.ms=1500&strict=true\
+             &dead.letter.file=/tmp/d.jsonl&transactional.id.prefix=p-&writer=w&linger.ms=0",
+        )
+        .unwrap();
+        let s = b.settings().unwrap();
+        assert_eq!(s.bootstrap, "a:1,b:2");
+        assert_eq!(s.topic, "offs");
+        assert_eq!((s.partitions, s.replication), (7, -1));
+        assert_eq!(s.timeout, Duration::from_millis(1500));
+        assert!(s.strict);
+        assert_eq!(s.dead_letter, Some(PathBuf::from("/tmp/d.jsonl")));
+        assert_eq!(s.transactional_id("w"), "p-w");
+        assert_eq!(b.claim.as_deref(), Some("w"));
+        assert_eq!(s.properties, vec![("linger.ms".into(), "0".into())]);
+        let d = builder("kafka://h:1/t").unwrap().settings().unwrap();
+        assert_eq!((d.partitions, d.replication), (25, 3));
+        assert_eq!(d.timeout, DEFAULT_TIMEOUT);
+        assert_eq!(d.transactional_id("w"), "connect-offsets-t-w");
+    }
+
+    #[test]
+    fn refuses_what_would_break_the_guarantees() {
+        for (url, word) in [
+            (
+                "kafka://h:1/t?isolation.level=read_uncommitted",
+                "isolation.level",
+            ),
+            (
+                "kafka://h:1/t?transactional.id=x",
+                "transactional.id.prefix",
+            ),
+            ("kafka://h:1/t?enable.idempotence=false", "idempotent"),
+            (
+                "kafka://h:1/t?partitioner=consistent_random",
+                "murmur2_random",
+            ),
+            ("kafka://h:1/t?bootstrap.servers=x:1", "host part"),
+            ("kafka://h:1/t?partitions=0", "partitions"),
+            ("kafka://h:1/t?replication=0", "replication"),
+            ("kafka://h:1/a/b", "topic name"),
+            ("kafka://h:1/", "no topic"),
+            ("kafka://h:1", "no topic"),
+        ] {
+            let e = builder(url)
+                .and_then(|b| b.settings())
+                .err()
+                .unwrap_or_else(|| panic!("{url} accepted"))
+                .to_string();
+            assert!(e.contains(word), "{url}: {e}");
+        }
+        // The fixed values themselves may be given.
+        builder("kafka://h:1/t?partitioner=murmur2_random&acks=all")
+            .unwrap()
+            .settings()
+            .unwrap();
+    }
+
+    #[test]
+    fn secrets_are_masked_and_scrubbed() {
+        let b =
+            builder("kafka://h:1/t?sasl.password=pw-123456&ssl.key.pem=PEMDATA&sasl.username=u")
+                .unwrap();
+        let shown = format!("{b:?}");
+        assert!(
+            !shown.contains("pw-123456") && !shown.contains("PEMDATA"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("sasl.username") && shown.contains("\"u\""),
+            "{shown}"
+        );
+        let s = b.settings().unwrap();
+        assert!(!format!("{s:?}").contains("pw-123456"));
+        assert_eq!(
+            s.secrets.scrub("auth with pw-123456 failed"),
+            "auth with **** failed"
+        );
+        let e = builder("kafka://h:1/t?sasl.jaas.config=x%20password%3D%22pw-9%22")
+            .unwrap()
+            .settings()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sasl.jaas.config") && !e.contains("pw-9"), "{e}");
+    }
+}

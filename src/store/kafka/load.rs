@@ -732,3 +732,88 @@ impl Reader {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Partition;
+
+    fn pos(n: i64) -> Offset {
+        Offset::new().with("position", n)
+    }
+
+    #[test]
+    fn markers_decode_and_escape() {
+        let k = marker_key("w \"1\"");
+        assert_eq!(k, br#"{"connect-offsets-writer":"w \"1\""}"#);
+        match decode(Some(&k), Some(&marker_value(42))) {
+            Ok(Record::Marker { writer, seq }) => {
+                assert_eq!(writer, "w \"1\"");
+                assert_eq!(seq, Some(42));
+            }
+            _ => panic!("not a marker"),
+        }
+        assert!(matches!(
+            decode(Some(&k), None),
+            Ok(Record::Marker { seq: None, .. })
+        ));
+        assert!(decode(Some(&k), Some(b"{\"seq\":-1}")).is_err());
+        assert!(decode(Some(&k), Some(b"[1]")).is_err());
+        // Another object key is not a marker: it is a bad Connect key.
+        let e = decode(Some(b"{\"a\":\"w\"}"), Some(b"{}")).err().unwrap();
+        assert!(e.contains("array"), "{e}");
+        assert!(decode(None, Some(b"{}")).is_err());
+    }
+
+    #[test]
+    fn offsets_and_resets_decode() {
+        let key = br#"["c",{"p":1}]"#;
+        match decode(Some(key), Some(br#"{"position":3}"#)) {
+            Ok(Record::Offset { key: k, offset }) => {
+                assert_eq!(k, OffsetKey::new("c", Partition::new().with("p", 1)));
+                assert_eq!(offset, Some(pos(3)));
+            }
+            _ => panic!("not an offset"),
+        }
+        assert!(matches!(
+            decode(Some(key), None),
+            Ok(Record::Offset { offset: None, .. })
+        ));
+        let e = decode(Some(key), Some(br#"{"x":{"y":1}}"#)).err().unwrap();
+        assert!(e.contains("field `x`"), "{e}");
+    }
+
+    #[test]
+    fn spellings_of_one_key_shadow_each_other() {
+        let ab = OffsetKey::new("c", Partition::new().with("a", 1).with("b", 2));
+        let ba = OffsetKey::new("c", Partition::new().with("b", 2).with("a", 1));
+        let spaced = br#"[ "c", {"a": 1, "b": 2} ]"#;
+        let mut s = State::default();
+        s.put(spaced, ab.clone(), pos(1));
+        s.put(&ba.connect_key(), ba.clone(), pos(2));
+        assert_eq!(s.get(&ab), Some(pos(2)), "the form read last wins");
+        assert_eq!(s.live_forms(&ab).len(), 2);
+        assert_eq!(s.partitions("c").len(), 1);
+        // The last form is tombstoned: the shadowed one is what the topic still holds.
+        s.reset(&ba.connect_key(), &ba);
+        assert_eq!(s.get(&ab), Some(pos(1)));
+        assert_eq!(s.live_forms(&ab), vec![spaced.to_vec()]);
+        // A tombstone for a form that is not live changes nothing.
+        s.reset(&ab.connect_key(), &ab);
+        assert_eq!(s.get(&ab), Some(pos(1)));
+        s.reset(spaced, &ab);
+        assert_eq!(s.get(&ab), None);
+        assert!(s.namespaces().is_empty());
+    }
+
+    #[test]
+    fn applied_seq_is_the_highest_seen() {
+        let mut s = State::default();
+        s.note_seq("w", 3);
+        s.note_seq("w", 2);
+        s.note_seq("v", 1);
+        assert_eq!(s.applied_seq("w"), 3);
+        assert_eq!(s.applied_seq("x"), 0);
+        assert_eq!(s.writers(), vec![("v".into(), 1), ("w".into(), 3)]);
+    }
+}
