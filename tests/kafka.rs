@@ -432,6 +432,17 @@ fn undecodable_records_go_to_the_dead_letter_file() {
         );
     }
     assert!(text.contains("nested") || text.contains("array"), "{text}");
+    // The records stay in the topic: the next open meets them again, the file keeps one line each.
+    drop(store);
+    let store = KafkaStore::open(&url(
+        &topic,
+        3,
+        &format!("&dead.letter.file={}", file.display()),
+    ))
+    .expect("reopen");
+    assert_eq!(store.dead_letters(), n_bad);
+    let again = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(again.lines().count() as u64, n_bad, "{again}");
     // Without a file: counted only.
     let store = KafkaStore::open(&url(&topic, 3, "")).expect("open without a file");
     assert_eq!(store.dead_letters(), n_bad);

@@ -277,17 +277,60 @@ impl State {
     }
 }
 
-/// Where records that do not decode go.
+/// Where records that do not decode go. A bad record stays in the topic, so every open meets it
+/// again: the file gets it once (records already in it, by topic, partition and offset, are not
+/// written again), the count and the warning come with every read.
 pub(crate) struct DeadLetters {
     file: Option<DeadLetterFile>,
     count: AtomicU64,
+    /// `(topic, partition, offset)` of the Kafka records already in the file.
+    in_file: std::sync::Mutex<std::collections::HashSet<(String, i32, i64)>>,
+}
+
+/// The `(topic, partition, offset)` of every Kafka record in a dead-letter file (lines that do not
+/// parse are someone else's business: the file is append-only JSON lines).
+fn kafka_letters(path: &std::path::Path) -> std::collections::HashSet<(String, i32, i64)> {
+    let Ok(text) = std::fs::read(path) else {
+        return Default::default();
+    };
+    let field = |members: &[(String, Json)], name: &str| -> Option<String> {
+        members
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| match v {
+                Json::String(s) => Some(s.clone()),
+                _ => None,
+            })
+    };
+    text.split(|b| *b == b'\n')
+        .filter_map(|line| match json::parse(line) {
+            Ok(Json::Object(members)) if field(&members, "source").as_deref() == Some("kafka") => {
+                let location = members.iter().find(|(n, _)| n == "location")?;
+                let Json::Object(loc) = &location.1 else {
+                    return None;
+                };
+                Some((
+                    field(loc, "topic")?,
+                    field(loc, "partition")?.parse().ok()?,
+                    field(loc, "offset")?.parse().ok()?,
+                ))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 impl DeadLetters {
     pub(crate) fn new(settings: &Settings) -> Self {
+        let file = settings.dead_letter.as_ref().map(DeadLetterFile::new);
+        let in_file = file
+            .as_ref()
+            .map(|f| kafka_letters(f.path()))
+            .unwrap_or_default();
         DeadLetters {
-            file: settings.dead_letter.as_ref().map(DeadLetterFile::new),
+            file,
             count: AtomicU64::new(0),
+            in_file: std::sync::Mutex::new(in_file),
         }
     }
 
@@ -316,7 +359,12 @@ impl DeadLetters {
                 ),
             ));
         }
-        if let Some(file) = &self.file {
+        let new = self
+            .in_file
+            .lock()
+            .map(|mut seen| seen.insert((topic.clone(), partition, offset)))
+            .unwrap_or(true);
+        if let Some(file) = self.file.as_ref().filter(|_| new) {
             file.write(&DeadLetter {
                 source: "kafka",
                 location: vec![
@@ -334,6 +382,11 @@ impl DeadLetters {
             crate::metrics::dead_lettered("kafka");
         }
         match &self.file {
+            Some(f) if !new => tracing::warn!(
+                topic = %topic, partition, offset, reason, dead_letters = n,
+                file = %f.path().display(),
+                "skipped an offsets record that does not decode; it was put in the dead-letter file before"
+            ),
             Some(f) => tracing::warn!(
                 topic = %topic, partition, offset, reason, dead_letters = n,
                 file = %f.path().display(),
