@@ -78,9 +78,10 @@
 //!
 //! A record that does not decode (bad JSON, wrong shape, nested values) is skipped, counted
 //! ([`KafkaStore::dead_letters`]) and copied to the dead-letter file (`dead.letter.file`, see
-//! [`crate::dead_letter`]) with its topic, partition, offset, key and value bytes and the reason; with
-//! no file configured it is only counted and logged as a warning. With `strict=true` the store refuses
-//! to open instead.
+//! [`crate::dead_letter`]) with its topic, partition, offset, key and value bytes and the reason. It
+//! stays in the topic, so every open meets it again: the file gets it once, the count and a warning
+//! come with every read. With no file configured it is only counted and logged as a warning. With
+//! `strict=true` the store refuses to open (or refresh) instead, naming the partition and offset.
 //!
 //! ## Bounded waits
 //! `timeout.ms` (default 30 s) bounds reaching the brokers and checking the topic at open, each
