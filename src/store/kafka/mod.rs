@@ -9,9 +9,9 @@
 //! * key = `["connector",{partition}]` ([`OffsetKey::connect_key`]), value = the offset object
 //!   ([`json::encode_value`](crate::codec::json::encode_value)), a reset = a tombstone (null value);
 //! * the partition is the Java producer's, `murmur2(key) % partitions`: it is computed here
-//!   ([`murmur2::partition_for`](crate::codec::murmur2::partition_for)) and given explicitly with every
-//!   record, and the producer is also configured with `partitioner=murmur2_random`, so a record lands
-//!   where Connect would put it whatever librdkafka's default is.
+//!   ([`murmur2::partition_for`]) and given explicitly with every record, and the producer is also
+//!   configured with `partitioner=murmur2_random`, so a record lands where Connect would put it
+//!   whatever librdkafka's default is.
 //!
 //! ## `applied_seq`: record headers plus a marker per writer
 //! Every record of a sequenced batch carries the headers `connect-offsets-writer` and
