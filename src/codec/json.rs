@@ -4,8 +4,8 @@
 //! Jackson with its default settings:
 //! * compact output, members in the map's iteration order;
 //! * integers plain; doubles as Java's `Double.toString` (JDK 19+: the shortest digits that read back
-//!   to the same double, and the closest two-digit decimal where one digit would do, so
-//!   `Double.MIN_VALUE` is `4.9E-324`); plain notation for magnitudes in `[1e-3, 1e7)`, else
+//!   to the same double, the closest of them when two are as short (a tie to the even digit), and the
+//!   closest two-digit decimal where one digit would do, so `Double.MIN_VALUE` is `4.9E-324`); plain notation for magnitudes in `[1e-3, 1e7)`, else
 //!   `d.dddE±n`; NaN and the infinities as the strings `"NaN"`, `"Infinity"`, `"-Infinity"`;
 //! * bytes as padded standard Base64 strings;
 //! * in strings `"` and `\` escaped, `\b \t \n \f \r` in short form, other controls below 0x20 as
@@ -212,17 +212,20 @@ pub fn java_double(f: f64, out: &mut Vec<u8>) {
 }
 
 /// The significant digits (no trailing zeros) and the decimal exponent of the decimal Java picks for a
-/// positive finite `f`: the shortest that reads back to `f`, or where that has one digit, the closest
-/// decimal of at most two digits that still reads back to `f`.
+/// positive finite `f`: among the decimals of the shortest length (but at least two digits) that read
+/// back to `f`, the closest to `f`, a tie going to the even last digit.
+///
+/// Rust's shortest digits have the right length but, in a tie, can be the other candidate:
+/// 1573133138417423.25 is `1.5731331384174233e15` to Rust and `1.5731331384174232E15` to Java. The
+/// correctly rounded decimal of that length (Rust's exact formatting rounds half to even) is Java's
+/// whenever it reads back to `f`.
 fn java_digits(f: f64) -> (String, i32) {
     let shortest = format!("{f:e}");
     let (digits, exp) = split_sci(&shortest);
-    if digits.len() == 1 {
-        let two = format!("{f:.1e}");
-        if two.parse::<f64>().ok() == Some(f) {
-            let (d2, e2) = split_sci(&two);
-            return (d2, e2);
-        }
+    let len = digits.len().max(2);
+    let closest = format!("{f:.*e}", len - 1);
+    if closest.parse::<f64>().ok() == Some(f) {
+        return split_sci(&closest);
     }
     (digits, exp)
 }
@@ -679,6 +682,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::excessive_precision)]
     fn java_double_spelling() {
         // Java 19+ Double.toString for each.
         let cases = [
@@ -704,6 +708,9 @@ mod tests {
             (2e23, "2.0E23"),
             (0.3, "0.3"),
             (1.0 / 3.0, "0.3333333333333333"),
+            // Two shortest candidates equally close: Java takes the even last digit.
+            (1573133138417423.25, "1.5731331384174232E15"),
+            (225525798402858.125, "2.2552579840285812E14"),
         ];
         for (f, want) in cases {
             assert_eq!(d(f), want, "{f:e}");
