@@ -1,7 +1,7 @@
 //! A real crash test: a child process commits continuously through the commit buffer and prints each
 //! acknowledged seq; the parent SIGKILLs it at a random moment, recovers the log itself, and checks
 //! the four invariants against what the child printed. `CRASH_CYCLES` sets the cycles per backend
-//! (default 50).
+//! (default 50; `KAFKA_CRASH_CYCLES` for Kafka, default 30).
 //!
 //! The child is this same test binary, re-run with `SIGKILL_CHILD` set (see `child_entry`).
 
@@ -161,7 +161,8 @@ fn kill_cycles(url: &str) {
     let mut acked_total = 0u64;
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
     let started = Instant::now();
-    for cycle in 0..cycles() {
+    let cycles = cycles_for(url);
+    for cycle in 0..cycles {
         let mut child = Command::new(&exe)
             .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
             .env("SIGKILL_CHILD", url)
@@ -245,7 +246,7 @@ fn kill_cycles(url: &str) {
     }
     println!(
         "{url}: {} SIGKILL cycles survived, {acked_total} acknowledged commits, last seq {recovered_before}, {:.1} s",
-        cycles(),
+        cycles,
         started.elapsed().as_secs_f64()
     );
 }
@@ -260,4 +261,17 @@ fn sigkill_memory_store() {
 fn sigkill_rocksdb_store() {
     let dir = tempfile::tempdir().unwrap();
     kill_cycles(&format!("rocksdb://{}", dir.path().join("db").display()));
+}
+
+#[cfg(feature = "kafka")]
+#[path = "kafka_util/mod.rs"]
+mod kafka_util;
+
+/// The same cycles over Kafka Connect's offsets topic on the real broker. The URL claims the writer
+/// (`writer=`), so each new process fences the killed one and settles its open transaction.
+#[cfg(feature = "kafka")]
+#[test]
+fn sigkill_kafka_store() {
+    let topic = kafka_util::TopicGuard::new("sigkill");
+    kill_cycles(&kafka_util::url(&topic.0, 3, &format!("&writer={WRITER}")));
 }
