@@ -99,9 +99,10 @@ pub fn java_version(java: &Path) -> u32 {
         .unwrap_or_else(|| panic!("cannot read the version of {}: {text}", java.display()))
 }
 
-/// Polls `f` every `every` until it returns `Some`, or panics with `what` after `timeout`.
+/// Polls `f` every `every` until it returns `Some`, or panics after `timeout` with the message
+/// `what()` gives then.
 pub fn wait_for<T>(
-    what: &str,
+    what: impl FnOnce() -> String,
     timeout: Duration,
     every: Duration,
     mut f: impl FnMut() -> Option<T>,
@@ -111,10 +112,9 @@ pub fn wait_for<T>(
         if let Some(v) = f() {
             return v;
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?}: {what}"
-        );
+        if Instant::now() >= deadline {
+            panic!("timed out after {timeout:?}: {}", what());
+        }
         std::thread::sleep(every);
     }
 }
