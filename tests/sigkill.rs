@@ -144,11 +144,16 @@ impl OffsetStore for Counting {
     }
 }
 
-fn cycles() -> u32 {
-    std::env::var("CRASH_CYCLES")
+fn cycles_for(url: &str) -> u32 {
+    let (var, default) = if url.starts_with("kafka://") {
+        ("KAFKA_CRASH_CYCLES", 30)
+    } else {
+        ("CRASH_CYCLES", 50)
+    };
+    std::env::var(var)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(50)
+        .unwrap_or(default)
 }
 
 /// Runs the kill/recover cycles against the store at `url` (a durable store keeps its data between
