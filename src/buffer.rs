@@ -151,7 +151,10 @@ impl CommitBufferConfig {
                 self.flush_interval = (ms > 0).then(|| Duration::from_millis(ms));
             }
             "offset.flush.timeout.ms" => self.flush_timeout = Duration::from_millis(num()?.max(1)),
-            "offsets.writer" if !value.is_empty() => self.writer = value.to_string(),
+            "offsets.writer" if value.is_empty() => {
+                return Err(bad("a writer name must not be empty"));
+            }
+            "offsets.writer" => self.writer = value.to_string(),
             "offsets.durability" => {
                 self.durability = match value {
                     "local" => Durability::Local,
