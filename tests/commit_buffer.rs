@@ -264,3 +264,52 @@ fn memory_log_stays_bounded_under_endless_commits() {
         "the check must be near its bound at some point: {worst}"
     );
 }
+
+#[test]
+fn corruption_before_the_end_is_refused_or_skipped_to_the_dead_letter_file() {
+    use connect_offsets::wal::RecoveryPolicy;
+    let sim = SimFs::new();
+    {
+        let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap();
+        for i in 1..=3 {
+            buf.offer(key(i), pos(i)).unwrap();
+            buf.commit().wait().unwrap();
+        }
+    }
+    // Flip a byte inside the payload of the first of the three frames.
+    let seg = std::path::Path::new("/wal/00000000000000000001.wal");
+    let mut bytes = sim.contents(seg).expect("the first segment");
+    bytes[20] ^= 0xFF;
+    sim.put(seg, &bytes);
+    let e = CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap_err();
+    match &e {
+        Error::Corrupted { file, offset, .. } => {
+            assert_eq!(file, seg);
+            assert_eq!(*offset, 0, "the first frame is the bad one");
+        }
+        other => panic!("expected Corrupted, got {other}"),
+    }
+    assert!(e.to_string().contains("checksum"), "{e}");
+
+    // With the skip policy the bad frame goes to the dead-letter file and the rest is replayed.
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = sim_config(&sim);
+    c.recovery = RecoveryPolicy::Skip;
+    c.dead_letter = Some(dir.path().join("dead-letter.jsonl"));
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), c).unwrap();
+    assert_eq!(
+        buf.store().get(&key(1)).unwrap(),
+        None,
+        "the corrupt batch is not applied"
+    );
+    assert_eq!(buf.store().get(&key(2)).unwrap(), Some(pos(2)));
+    assert_eq!(buf.store().get(&key(3)).unwrap(), Some(pos(3)));
+    let letters = std::fs::read_to_string(dir.path().join("dead-letter.jsonl")).unwrap();
+    assert_eq!(letters.lines().count(), 1, "{letters}");
+    assert!(
+        letters.contains("\"source\":\"wal\"")
+            && letters.contains("checksum")
+            && letters.contains("bytes_b64"),
+        "{letters}"
+    );
+}
