@@ -118,6 +118,19 @@ impl Connect<'_> {
         parse_offsets(&body)
     }
 
+    /// Connect's view after a change is eventually consistent (its GET re-reads the topic): polls
+    /// until `done` holds, for up to 60 s, and returns the last answer either way.
+    fn offsets_until(&self, done: impl Fn(&ConnectorOffsets) -> bool) -> ConnectorOffsets {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let o = self.offsets();
+            if done(&o) || std::time::Instant::now() >= deadline {
+                return o;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
     fn offsets_text(&self) -> String {
         let (st, body) = http("GET", &self.url("/offsets"), None);
         assert_eq!(st, 200, "GET offsets: {body}");
@@ -456,7 +469,7 @@ fn a_real_connect_worker_and_our_store_share_the_offsets_topic() {
     // Connect applies `source`; both read it.
     let (st, body) = http("PATCH", &c.url("/offsets"), Some(&source));
     assert_eq!(st, 200, "Connect PATCH {source}: {body}");
-    let after_connect = c.offsets();
+    let after_connect = c.offsets_until(|o| o.offsets.len() == 2);
     assert_eq!(
         after_connect.offsets.len(),
         2,
@@ -482,14 +495,20 @@ fn a_real_connect_worker_and_our_store_share_the_offsets_topic() {
             Some(Offset::new().with("position", first_line)),
         )],
     });
-    assert_eq!(entries(&c.offsets()), want_after_reset);
+    assert_eq!(
+        entries(&c.offsets_until(|o| entries(o) == want_after_reset)),
+        want_after_reset
+    );
     assert_eq!(entries(&serve_get()), want_after_reset);
     // Connect resets everything; our server applies `source`: Connect reads what it wrote itself.
     let (st, body) = http("DELETE", &c.url("/offsets"), None);
     assert_eq!(st, 200, "DELETE: {body}");
     let (st, body) = http("PATCH", &serve.url(&name), Some(&source));
     assert_eq!(st, 200, "serve PATCH {source}: {body}");
-    assert_eq!(entries(&c.offsets()), entries(&after_connect));
+    assert_eq!(
+        entries(&c.offsets_until(|o| entries(o) == entries(&after_connect))),
+        entries(&after_connect)
+    );
     assert_eq!(entries(&serve_get()), entries(&after_connect));
     // A PATCH with -0.0: Connect normalizes the body through its JsonConverter (write, read back)
     // before writing, so its record says 0.0; `serve` writes the body's -0.0.
