@@ -208,25 +208,37 @@ pub(crate) fn policy_refusal(topic: &str, found: &str) -> String {
 /// on commas, trims, lowercases and compares the set).
 fn check_policy(settings: &Settings, admin: &AdminClient<Ctx>, deadline: Instant) -> Result<()> {
     let what = format!("describe the configuration of topic `{}`", settings.topic);
-    let left = deadline.saturating_duration_since(Instant::now());
-    let results = block_on(
-        admin.describe_configs(
-            [&ResourceSpecifier::Topic(&settings.topic)],
-            &options(deadline),
-        ),
-        left,
-    )
-    .ok_or_else(|| timeout_error(admin.inner().context(), what.clone(), settings.timeout))?
-    .map_err(|e| kafka_error(admin.inner().context(), &what, &e))?;
-    let resource = results
-        .into_iter()
-        .next()
-        .ok_or_else(|| Error::store("kafka", format!("{what}: no answer")))?
-        .map_err(|code| Error::store("kafka", format!("{what}: {code}")))?;
-    let found = resource
-        .get("cleanup.policy")
-        .and_then(|e| e.value.clone())
-        .unwrap_or_default();
+    let found = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let results = block_on(
+            admin.describe_configs(
+                [&ResourceSpecifier::Topic(&settings.topic)],
+                &options(deadline),
+            ),
+            left,
+        )
+        .ok_or_else(|| timeout_error(admin.inner().context(), what.clone(), settings.timeout))?
+        .map_err(|e| kafka_error(admin.inner().context(), &what, &e))?;
+        let resource = results
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::store("kafka", format!("{what}: no answer")))?
+            .map_err(|code| Error::store("kafka", format!("{what}: {code}")))?;
+        // Every topic has a `cleanup.policy` value (its default included). A broker whose metadata
+        // has not caught up with a topic just created answers with no entries at all and no error
+        // (Kafka 4.4, seen on a 3-broker cluster): ask again until one knows it.
+        if let Some(policy) = resource.get("cleanup.policy").and_then(|e| e.value.clone()) {
+            break policy;
+        }
+        if Instant::now() >= deadline {
+            return Err(timeout_error(
+                admin.inner().context(),
+                format!("{what} (the brokers return no configuration for it)"),
+                settings.timeout,
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     let set: BTreeSet<String> = found
         .split(',')
         .map(|p| p.trim().to_ascii_lowercase())
