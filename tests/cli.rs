@@ -287,3 +287,65 @@ fn bench_runs_and_reports() {
         "{o}"
     );
 }
+
+#[test]
+fn bench_lookups_read_back_what_the_run_committed() {
+    // On the default RocksDB store and on memory (whose reopen rebuilds from the log's snapshot):
+    // every lookup must find an offset, or bench fails.
+    for store in ["default", "memory://"] {
+        let out = cli(&[
+            "bench",
+            "--store",
+            store,
+            "--offsets",
+            "3000",
+            "--partitions",
+            "3000",
+            "--batch",
+            "1000",
+            "--lookups",
+            "250",
+            "--quiet",
+            "--json",
+        ]);
+        assert!(out.status.success(), "{store}: {}", text(&out.stderr));
+        let o = text(&out.stdout);
+        for field in [
+            "\"lookups\":250,",
+            "\"lookup_seconds\":",
+            "\"lookups_per_sec\":",
+            "\"lookup_p50_ms\":",
+            "\"lookup_p99_ms\":",
+        ] {
+            assert!(o.contains(field), "{store}: no {field} in {o}");
+        }
+    }
+    // Without --lookups, no lookup fields; with --lookups but nothing committed, a clear error.
+    let out = cli(&[
+        "bench",
+        "--store",
+        "memory://",
+        "--offsets",
+        "10",
+        "--quiet",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!text(&out.stdout).contains("lookups"));
+    let out = cli(&[
+        "bench",
+        "--store",
+        "memory://",
+        "--offsets",
+        "0",
+        "--lookups",
+        "5",
+        "--quiet",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("--lookups"),
+        "{}",
+        text(&out.stderr)
+    );
+}

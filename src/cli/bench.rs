@@ -38,6 +38,10 @@ pub struct BenchArgs {
     /// When a commit counts as done: `local` (log synced) or `store` (applied by the store).
     #[arg(long, default_value = "local", value_parser = ["local", "store"])]
     durability: String,
+    /// After the reopen, look up this many offsets of partitions the run wrote (random, through the
+    /// commit buffer's `get`, as a restarted task asks for its offsets) and report lookups/s and latency.
+    #[arg(long, default_value_t = 0)]
+    lookups: u64,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -61,6 +65,16 @@ struct Outcome {
     max: Duration,
     open: Duration,
     reopen: Duration,
+    lookups: Option<Lookups>,
+}
+
+/// The lookups after the reopen (`--lookups`).
+#[derive(Debug, Clone)]
+struct Lookups {
+    count: u64,
+    elapsed: Duration,
+    p50: Duration,
+    p99: Duration,
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
@@ -150,13 +164,13 @@ fn run_one(args: &BenchArgs, url: &str) -> Result<Outcome> {
             let (buffer, keys, written) =
                 (Arc::clone(&buffer), Arc::clone(&keys), Arc::clone(&written));
             let batch = args.batch;
-            std::thread::spawn(move || -> Result<Vec<Duration>> {
+            std::thread::spawn(move || -> Result<(Vec<Duration>, u64)> {
                 let mut latencies = Vec::new();
                 let mut i = t * 7919;
                 let mut done = 0u64;
                 loop {
                     if per_thread.map_or(started.elapsed() >= duration, |n| done >= n) {
-                        return Ok(latencies);
+                        return Ok((latencies, done));
                     }
                     let n = per_thread.map_or(batch, |lim| batch.min(lim - done));
                     for _ in 0..n {
@@ -182,11 +196,17 @@ fn run_one(args: &BenchArgs, url: &str) -> Result<Outcome> {
             None => (started.elapsed().as_millis() as u64).min(duration.as_millis() as u64),
         });
     }
-    for h in handles.drain(..) {
-        latencies.extend(
-            h.join()
-                .map_err(|_| Error::Invalid("a committer thread panicked".into()))??,
-        );
+    // Committer 0 offers keys 0, 1, 2, ... in order: the first `first_done` keys (capped at the key
+    // count) hold an offset for sure, whatever the other committers did.
+    let mut first_done = 0;
+    for (t, h) in handles.drain(..).enumerate() {
+        let (lat, done) = h
+            .join()
+            .map_err(|_| Error::Invalid("a committer thread panicked".into()))??;
+        if t == 0 {
+            first_done = done;
+        }
+        latencies.extend(lat);
     }
     let elapsed = started.elapsed();
     bar.finish_and_clear();
@@ -200,15 +220,21 @@ fn run_one(args: &BenchArgs, url: &str) -> Result<Outcome> {
     let store: Arc<dyn OffsetStore> = Arc::from(connect_offsets::open(&url)?);
     let buffer = CommitBuffer::open(store, config)?;
     let reopen = reopened.elapsed();
+    let lookups = if args.lookups > 0 {
+        let known = first_done.min(keys.len() as u64);
+        if known == 0 {
+            return Err(Error::Invalid(
+                "--lookups: the run committed no offset to look up".into(),
+            ));
+        }
+        Some(look_up(&buffer, &keys[..known as usize], args.lookups)?)
+    } else {
+        None
+    };
     buffer.close()?;
 
     latencies.sort_unstable();
-    let pct = |p: f64| {
-        latencies
-            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or_default()
-    };
+    let pct = |p: f64| percentile(&latencies, p);
     Ok(Outcome {
         kind,
         url: connect_offsets::store::StoreUrl::parse(&url)
@@ -224,7 +250,49 @@ fn run_one(args: &BenchArgs, url: &str) -> Result<Outcome> {
         max: latencies.last().copied().unwrap_or_default(),
         open,
         reopen,
+        lookups,
     })
+}
+
+/// `count` lookups of keys drawn at random (a fixed-seed xorshift: the same keys every run) from
+/// `keys`, each of which the run committed; a missing offset is an error, not a fast answer.
+fn look_up(buffer: &CommitBuffer, keys: &[OffsetKey], count: u64) -> Result<Lookups> {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let picks: Vec<&OffsetKey> = (0..count)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            &keys[(state % keys.len() as u64) as usize]
+        })
+        .collect();
+    let mut latencies = Vec::with_capacity(picks.len());
+    let started = Instant::now();
+    for key in picks {
+        let t0 = Instant::now();
+        let got = buffer.get(key)?;
+        latencies.push(t0.elapsed());
+        if got.is_none() {
+            return Err(Error::Invalid(format!(
+                "--lookups: no offset for {key:?}, which the run committed"
+            )));
+        }
+    }
+    let elapsed = started.elapsed();
+    latencies.sort_unstable();
+    Ok(Lookups {
+        count,
+        elapsed,
+        p50: percentile(&latencies, 0.50),
+        p99: percentile(&latencies, 0.99),
+    })
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted
+        .get(((sorted.len() as f64 * p) as usize).min(sorted.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or_default()
 }
 
 fn ms(d: Duration) -> String {
@@ -261,6 +329,24 @@ fn print_table(args: &BenchArgs, outs: &[Outcome]) {
         ("open ms", Box::new(|o: &Outcome| ms(o.open))),
         ("reopen ms", Box::new(|o: &Outcome| ms(o.reopen))),
     ];
+    let mut rows = rows;
+    if args.lookups > 0 {
+        let col = |f: fn(&Lookups) -> String| -> Column {
+            Box::new(move |o: &Outcome| o.lookups.as_ref().map_or("-".into(), f))
+        };
+        rows.push((
+            "lookups/s",
+            col(|l| format!("{:.0}", l.count as f64 / l.elapsed.as_secs_f64())),
+        ));
+        rows.push((
+            "lookup p50 ms",
+            col(|l| format!("{:.4}", l.p50.as_secs_f64() * 1e3)),
+        ));
+        rows.push((
+            "lookup p99 ms",
+            col(|l| format!("{:.4}", l.p99.as_secs_f64() * 1e3)),
+        ));
+    }
     for (name, f) in &rows {
         print!("{name:<15}");
         for o in outs {
@@ -283,7 +369,7 @@ fn to_json(args: &BenchArgs, outs: &[Outcome]) -> String {
             format!(
                 "{{\"store\":\"{}\",\"url\":{},\"offsets\":{},\"commits\":{},\"log_batches\":{},\"log_syncs\":{},\"seconds\":{:.6},\
                  \"offsets_per_sec\":{:.1},\"commits_per_sec\":{:.1},\"commit_p50_ms\":{},\"commit_p99_ms\":{},\"commit_max_ms\":{},\
-                 \"open_ms\":{},\"reopen_ms\":{}}}",
+                 \"open_ms\":{},\"reopen_ms\":{}{}}}",
                 o.kind,
                 String::from_utf8_lossy(&url),
                 o.offsets,
@@ -297,7 +383,15 @@ fn to_json(args: &BenchArgs, outs: &[Outcome]) -> String {
                 ms(o.p99),
                 ms(o.max),
                 ms(o.open),
-                ms(o.reopen)
+                ms(o.reopen),
+                o.lookups.as_ref().map_or(String::new(), |l| format!(
+                    ",\"lookups\":{},\"lookup_seconds\":{:.6},\"lookups_per_sec\":{:.1},\"lookup_p50_ms\":{:.6},\"lookup_p99_ms\":{:.6}",
+                    l.count,
+                    l.elapsed.as_secs_f64(),
+                    l.count as f64 / l.elapsed.as_secs_f64(),
+                    l.p50.as_secs_f64() * 1e3,
+                    l.p99.as_secs_f64() * 1e3
+                ))
             )
         })
         .collect();
