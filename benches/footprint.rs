@@ -1,0 +1,174 @@
+//! Memory footprint of the memory store (issue 5's goal: 1,000,000 offsets take at most twice their raw
+//! bytes). Not a criterion bench: it counts the heap bytes live before and after filling a
+//! `MemoryStore`, through a counting global allocator (which is why it is a binary of its own), and
+//! prints them next to the raw bytes of the same offsets: the key and value bytes Kafka Connect writes
+//! for them (what its own in-memory map of a `KafkaOffsetBackingStore` holds as `ByteBuffer`s).
+//!
+//! Each shape runs in a child process of its own, which also reports how much its resident set grew
+//! (`/proc/self/statm`): that includes the allocator's per-allocation overhead and free lists.
+//!
+//! `cargo bench --bench footprint` (`FOOTPRINT_OFFSETS=N` for another count).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use connect_offsets::codec::json::{encode_key, encode_value};
+use connect_offsets::store::{MemoryStore, OffsetStore};
+use connect_offsets::{Batch, Offset, OffsetKey, Partition};
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+/// The shapes of the README's workloads and of Connect's own connectors: a file source's partition
+/// (`filename`) with a `position`, and a database connector's (`server`, `table`) with a log position.
+fn entry(shape: &str, i: u64) -> (OffsetKey, Offset) {
+    match shape {
+        "bench" => (
+            OffsetKey::new("bench-0", Partition::new().with("partition", i as i64)),
+            Offset::new().with("position", (i * 7) as i64),
+        ),
+        "file" => (
+            OffsetKey::new(
+                "local-file-source",
+                Partition::new().with("filename", format!("/var/log/app/part-{i:08}.log")),
+            ),
+            Offset::new().with("position", (i * 4096) as i64),
+        ),
+        _ => (
+            OffsetKey::new(
+                "inventory-connector",
+                Partition::new()
+                    .with("server", "dbserver1")
+                    .with("table", format!("inventory.table_{i}")),
+            ),
+            Offset::new()
+                .with("file", "mysql-bin.000003")
+                .with("pos", (i * 154) as i64)
+                .with("row", 1)
+                .with("snapshot", false),
+        ),
+    }
+}
+
+/// Resident set size in bytes (Linux).
+fn rss() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: usize = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; criterion-style filters are ignored.
+    let n: u64 = std::env::var("FOOTPRINT_OFFSETS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    if let Ok(shape) = std::env::var("FOOTPRINT_SHAPE") {
+        return measure(&shape, n);
+    }
+    println!(
+        "footprint: {n} offsets in a MemoryStore; raw = Connect's key + value bytes per offset"
+    );
+    println!(
+        "{:<10} {:>12} {:>12} {:>12} {:>12} {:>11} {:>10} {:>9}",
+        "shape",
+        "raw bytes",
+        "heap bytes",
+        "raw/offset",
+        "heap/offset",
+        "heap/raw",
+        "rss/offset",
+        "rss/raw"
+    );
+    for shape in ["bench", "file", "debezium"] {
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .env("FOOTPRINT_SHAPE", shape)
+            .env("FOOTPRINT_OFFSETS", n.to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{shape}: {status}");
+    }
+}
+
+fn measure(shape: &str, n: u64) {
+    {
+        let store = MemoryStore::new();
+        let mut raw = 0usize;
+        let mut scratch = Vec::new();
+        let before = LIVE.load(Ordering::Relaxed);
+        let rss_before = rss();
+        let mut seq = 0;
+        let mut i = 0;
+        while i < n {
+            let end = (i + 10_000).min(n);
+            let entries: Vec<(OffsetKey, Option<Offset>)> = (i..end)
+                .map(|j| {
+                    let (k, v) = entry(shape, j);
+                    scratch.clear();
+                    encode_key(&k, &mut scratch);
+                    raw += scratch.len();
+                    scratch.clear();
+                    encode_value(&v, &mut scratch);
+                    raw += scratch.len();
+                    (k, Some(v))
+                })
+                .collect();
+            seq += 1;
+            store.apply(&Batch::new("footprint", seq, entries)).unwrap();
+            i = end;
+        }
+        let heap = (LIVE.load(Ordering::Relaxed) - before) as usize;
+        let rss_grew = rss().saturating_sub(rss_before);
+        assert_eq!(
+            store
+                .partitions(if shape == "bench" {
+                    "bench-0"
+                } else if shape == "file" {
+                    "local-file-source"
+                } else {
+                    "inventory-connector"
+                })
+                .unwrap()
+                .len() as u64,
+            n
+        );
+        println!(
+            "{:<10} {:>12} {:>12} {:>12.1} {:>12.1} {:>10.2}x {:>10.1} {:>8.2}x",
+            shape,
+            raw,
+            heap,
+            raw as f64 / n as f64,
+            heap as f64 / n as f64,
+            heap as f64 / raw as f64,
+            rss_grew as f64 / n as f64,
+            rss_grew as f64 / raw as f64
+        );
+        drop(store);
+    }
+}
