@@ -5,8 +5,8 @@
 //! * `commit`: offsets and commits per second per backend, batch sizes 1 / 100 / 10,000, `Local` and
 //!   `Store` durability; `group_commit`: 8 concurrent committers of one offset each;
 //! * `flush_latency`: 1-offset commits (the run also prints p50 / p99 / max);
-//! * `recovery`: opening a store holding 10k / 100k / 1M offsets (RocksDB) and replaying as many pending
-//!   offsets from the log;
+//! * `recovery`: opening a store holding 10k / 100k / 1M offsets (RocksDB; Kafka: loading the topic to
+//!   its high watermark) and replaying as many pending offsets from the log;
 //! * `growth`: one 100-entry commit with 1,000 vs 1,000,000 keys already stored;
 //! * `floor`: the raw cost on the same disk of appending the same framed bytes with one `fdatasync`
 //!   per batch, so local figures can be read as a fraction of it.
@@ -336,6 +336,48 @@ fn recovery(c: &mut Criterion) {
     g.finish();
 }
 
+/// Kafka: the time to open a `KafkaStore` over a topic holding `n` offsets, i.e. to read every partition
+/// to its high watermark (`read_committed`) into memory. With `KAFKA_BOOTSTRAP` and feature `kafka`.
+#[cfg(feature = "kafka")]
+fn recovery_kafka(c: &mut Criterion) {
+    let Ok(bootstrap) = std::env::var("KAFKA_BOOTSTRAP") else {
+        return;
+    };
+    let mut g = c.benchmark_group("recovery");
+    g.sample_size(10).measurement_time(Duration::from_secs(20));
+    for n in [10_000usize, 100_000, 1_000_000] {
+        g.throughput(Throughput::Elements(n as u64));
+        let url = format!(
+            "kafka://{bootstrap}/bench-recovery-{}-{n}?partitions=25&replication=1",
+            std::process::id()
+        );
+        {
+            let store = connect_offsets::open(&url).expect("kafka");
+            let ks = keys(n);
+            for (i, chunk) in ks.chunks(10_000).enumerate() {
+                store
+                    .apply(&Batch::new(
+                        "fill",
+                        i as u64 + 1,
+                        chunk.iter().map(|k| (k.clone(), Some(offset(7)))),
+                    ))
+                    .expect("fill the topic");
+            }
+        }
+        g.bench_with_input(BenchmarkId::new("kafka_load", n), &n, |b, _| {
+            b.iter(|| {
+                let s = connect_offsets::open(&url).expect("kafka");
+                assert_eq!(s.applied_seq("fill").unwrap(), n.div_ceil(10_000) as u64);
+                assert!(s.get(&keys(1)[0]).unwrap().is_some());
+            })
+        });
+    }
+    g.finish();
+}
+
+#[cfg(not(feature = "kafka"))]
+fn recovery_kafka(_: &mut Criterion) {}
+
 fn growth(c: &mut Criterion) {
     let mut g = c.benchmark_group("growth");
     g.sample_size(30).throughput(Throughput::Elements(100));
@@ -401,6 +443,7 @@ criterion_group!(
     commit,
     flush_latency,
     recovery,
+    recovery_kafka,
     growth,
     floor
 );
