@@ -23,7 +23,9 @@ use connect_offsets::model::KeyMap;
 use connect_offsets::store::{MemoryStore, OffsetStore};
 use connect_offsets::wal::frame::{self, FrameKind};
 use connect_offsets::{Batch, Offset, OffsetKey, Partition};
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{
+    BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
+};
 
 fn keys(n: usize) -> Vec<OffsetKey> {
     (0..n)
@@ -292,7 +294,11 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 
 fn recovery(c: &mut Criterion) {
     let mut g = c.benchmark_group("recovery");
-    g.sample_size(10).measurement_time(Duration::from_secs(10));
+    // Flat sampling: 10 samples of the same iteration count, not 1 + 2 + ... + 10 iterations of a
+    // seconds-long open.
+    g.sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .measurement_time(Duration::from_secs(10));
     for n in [10_000usize, 100_000, 1_000_000] {
         g.throughput(Throughput::Elements(n as u64));
         let dir = tempfile::tempdir().unwrap();
@@ -344,7 +350,9 @@ fn recovery_kafka(c: &mut Criterion) {
         return;
     };
     let mut g = c.benchmark_group("recovery");
-    g.sample_size(10).measurement_time(Duration::from_secs(20));
+    g.sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .measurement_time(Duration::from_secs(20));
     for n in [10_000usize, 100_000, 1_000_000] {
         g.throughput(Throughput::Elements(n as u64));
         let url = format!(
