@@ -208,6 +208,8 @@ pub struct BufferStats {
     pub commit_time_max: Duration,
     /// Syncs of the log.
     pub syncs: u64,
+    /// Writes to the store (fewer than the batches applied when queued batches were written together).
+    pub store_writes: u64,
     /// Bytes the log holds.
     pub wal_bytes: u64,
 }
@@ -918,9 +920,22 @@ struct ApplyThread {
     hook: Option<Arc<dyn CrashHook>>,
 }
 
+/// The apply thread writes the logged batches queued behind the one it takes in the same store write,
+/// while their entries together stay within this many: a store with a high cost per write (a Kafka
+/// transaction) then keeps up with many small commits, and big batches are left as they are.
+const COALESCE_ENTRIES: usize = 10_000;
+
 impl ApplyThread {
     fn run(self, rx: Receiver<Job>) {
-        while let Ok(job) = rx.recv() {
+        let mut next: Option<Job> = None;
+        loop {
+            let job = match next.take() {
+                Some(job) => job,
+                None => match rx.recv() {
+                    Ok(job) => job,
+                    Err(_) => return,
+                },
+            };
             match job {
                 Job::Mark { epoch } => {
                     lock(&self.shared).applied = epoch;
@@ -931,17 +946,66 @@ impl ApplyThread {
                     epoch,
                     closes,
                 } => {
-                    if !self.apply(&batch, epoch) {
+                    // Batches logged meanwhile, in log order; a Mark ends the group (it must be
+                    // seen after the batches before it).
+                    let mut group = vec![batch];
+                    let mut epoch = epoch;
+                    let mut closes = closes;
+                    let mut entries = group[0].entries.len();
+                    while entries < COALESCE_ENTRIES {
+                        match rx.try_recv() {
+                            Ok(Job::Apply {
+                                batch,
+                                epoch: e,
+                                closes: c,
+                            }) if entries + batch.entries.len() <= COALESCE_ENTRIES => {
+                                entries += batch.entries.len();
+                                group.push(batch);
+                                epoch = e;
+                                // The newest closed segment: releasing through it releases the older.
+                                closes = c.or(closes);
+                            }
+                            Ok(other) => {
+                                next = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    // One batch as it is; several as one with the last seq (later values win):
+                    // the store goes from the state before the first to the state after the last in
+                    // one atomic write, which is a prefix of the log either way.
+                    let merged = if group.len() == 1 {
+                        Arc::clone(&group[0])
+                    } else {
+                        let last = group.last().expect("a group");
+                        let mut all = Entries::default();
+                        all.reserve(entries);
+                        for b in &group {
+                            for (k, v) in &b.entries {
+                                all.insert(k.clone(), v.clone());
+                            }
+                        }
+                        Arc::new(Batch {
+                            writer: last.writer.clone(),
+                            seq: last.seq,
+                            entries: all,
+                        })
+                    };
+                    if !self.apply(&merged, &group, epoch) {
                         return;
                     }
-                    let release = closes.map(|seg| (seg, batch.writer.clone(), batch.seq));
-                    // Give the emptied map back to the log thread: the next seal reuses its table.
-                    if let Ok(done) = Arc::try_unwrap(batch) {
-                        let mut entries = done.entries;
-                        entries.clear();
-                        let mut st = lock(&self.shared);
-                        if st.spare.len() < 2 {
-                            st.spare.push(entries);
+                    let release = closes.map(|seg| (seg, merged.writer.clone(), merged.seq));
+                    drop(merged);
+                    // Give emptied maps back to the log thread: the next seal reuses their tables.
+                    for batch in group {
+                        if let Ok(done) = Arc::try_unwrap(batch) {
+                            let mut entries = done.entries;
+                            entries.clear();
+                            let mut st = lock(&self.shared);
+                            if st.spare.len() < 2 {
+                                st.spare.push(entries);
+                            }
                         }
                     }
                     if let Some((seg, writer, seq)) = release
@@ -968,8 +1032,9 @@ impl ApplyThread {
         self.shared.notify();
     }
 
-    /// Applies one logged batch, retrying until the store takes it. False when the thread must stop.
-    fn apply(&self, batch: &Arc<Batch>, epoch: u64) -> bool {
+    /// Applies `batch` (one logged batch, or the `group` of them merged), retrying until the store
+    /// takes it. False when the thread must stop.
+    fn apply(&self, batch: &Arc<Batch>, group: &[Arc<Batch>], epoch: u64) -> bool {
         let mut backoff = Duration::from_millis(50);
         loop {
             match self.store.apply(batch) {
@@ -1000,8 +1065,11 @@ impl ApplyThread {
         st.applied = epoch;
         st.stats.applied_seq = batch.seq;
         st.last_store_error = None;
-        if let Some(pos) = st.in_flight.iter().position(|b| Arc::ptr_eq(b, batch)) {
-            st.in_flight.remove(pos);
+        st.stats.store_writes += 1;
+        for logged in group {
+            if let Some(pos) = st.in_flight.iter().position(|b| Arc::ptr_eq(b, logged)) {
+                st.in_flight.remove(pos);
+            }
         }
         // Forget decided epochs that no ticket can still be waiting on without having seen them.
         // (A ticket waiting on a pruned epoch gets the seq of an earlier one: a lower bound.)

@@ -313,3 +313,62 @@ fn corruption_before_the_end_is_refused_or_skipped_to_the_dead_letter_file() {
         "{letters}"
     );
 }
+
+/// A store write that takes a while (as a Kafka transaction does), recording what each write held.
+#[derive(Debug, Default)]
+struct SlowWrites {
+    writes: std::sync::Mutex<Vec<(u64, usize)>>,
+}
+
+impl connect_offsets::store::ApplyFault for SlowWrites {
+    fn before_entry(&self, _: &connect_offsets::Batch, _: usize) -> connect_offsets::Result<()> {
+        Ok(())
+    }
+    fn before_commit(&self, batch: &connect_offsets::Batch) -> connect_offsets::Result<()> {
+        std::thread::sleep(Duration::from_millis(20));
+        self.writes
+            .lock()
+            .unwrap()
+            .push((batch.seq, batch.entries.len()));
+        Ok(())
+    }
+}
+
+#[test]
+fn batches_queued_behind_a_slow_store_are_written_together() {
+    let sim = SimFs::new();
+    let slow = Arc::new(SlowWrites::default());
+    let store = Arc::new(MemoryStore::new().with_fault(slow.clone()));
+    let buf = CommitBuffer::open(store.clone(), sim_config(&sim)).unwrap();
+    // 60 one-offset commits, acknowledged once logged; key 0 gets every value, so a merged write
+    // must carry the newest; key i its own.
+    for i in 1..=60 {
+        buf.offer(key(0), pos(i)).unwrap();
+        buf.offer(key(i), pos(i)).unwrap();
+        assert_eq!(buf.commit_with(Durability::Local).wait().unwrap(), i as u64);
+    }
+    assert_eq!(buf.commit_with(Durability::Store).wait().unwrap(), 60);
+    let writes = slow.writes.lock().unwrap().clone();
+    let stats = buf.stats();
+    assert_eq!(stats.applied_seq, 60);
+    assert_eq!(stats.store_writes as usize, writes.len());
+    assert!(
+        writes.len() < 60,
+        "60 batches queued behind 20 ms writes took {} store writes: {writes:?}",
+        writes.len()
+    );
+    // Seqs strictly increase, and each write holds key 0 plus one key per batch it covers.
+    let mut last = 0;
+    for &(seq, n) in &writes {
+        assert!(seq > last, "{writes:?}");
+        assert_eq!(n as u64, 1 + (seq - last), "{writes:?}");
+        last = seq;
+    }
+    assert_eq!(last, 60);
+    assert_eq!(store.get(&key(0)).unwrap(), Some(pos(60)));
+    for i in 1..=60 {
+        assert_eq!(store.get(&key(i)).unwrap(), Some(pos(i)));
+    }
+    assert_eq!(store.applied_seq(&buf.writer().to_string()).unwrap(), 60);
+    buf.close().unwrap();
+}
