@@ -369,6 +369,6 @@ fn batches_queued_behind_a_slow_store_are_written_together() {
     for i in 1..=60 {
         assert_eq!(store.get(&key(i)).unwrap(), Some(pos(i)));
     }
-    assert_eq!(store.applied_seq(&buf.writer().to_string()).unwrap(), 60);
+    assert_eq!(store.applied_seq(buf.writer()).unwrap(), 60);
     buf.close().unwrap();
 }
