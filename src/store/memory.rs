@@ -285,9 +285,17 @@ mod tests {
         let store = MemoryStore::new();
         let ab = OffsetKey::new("c", Partition::new().with("a", 1).with("b", "x"));
         let ba = OffsetKey::new("c", Partition::new().with("b", "x").with("a", 1));
-        apply(&store, 1, vec![(ab.clone(), Some(Offset::new().with("p", 1)))]);
+        apply(
+            &store,
+            1,
+            vec![(ab.clone(), Some(Offset::new().with("p", 1)))],
+        );
         assert_eq!(store.get(&ba).unwrap(), Some(Offset::new().with("p", 1)));
-        apply(&store, 2, vec![(ba.clone(), Some(Offset::new().with("p", 2)))]);
+        apply(
+            &store,
+            2,
+            vec![(ba.clone(), Some(Offset::new().with("p", 2)))],
+        );
         let all = store.partitions("c").unwrap();
         assert_eq!(all.len(), 1, "{all:?}");
         assert_eq!(all[0].1, Offset::new().with("p", 2));
@@ -326,7 +334,11 @@ mod tests {
         );
         let listed = store.partitions("c").unwrap();
         assert_eq!(listed.len(), 2);
-        assert!(listed.iter().any(|(k, _)| k == &null && k.partition().is_none()));
+        assert!(
+            listed
+                .iter()
+                .any(|(k, _)| k == &null && k.partition().is_none())
+        );
         // The bytes partition is listed as Connect reads it back (a Base64 string), the same key.
         assert!(listed.iter().any(|(k, _)| k == &key));
         // An old batch is not applied again.

@@ -100,13 +100,13 @@ pub(crate) fn decode(
 }
 
 /// The `(writer, seq)` headers of a record, when it has both and they parse.
-fn batch_headers<H: Headers>(headers: &H) -> Option<(String, u64)> {
+fn batch_headers<H: Headers>(headers: &H) -> Option<(&str, u64)> {
     let mut writer = None;
     let mut seq = None;
     for i in 0..headers.count() {
         let h = headers.get(i);
         match (h.key, h.value) {
-            (WRITER_HEADER, Some(v)) => writer = std::str::from_utf8(v).ok().map(str::to_owned),
+            (WRITER_HEADER, Some(v)) => writer = std::str::from_utf8(v).ok(),
             (SEQ_HEADER, Some(v)) => {
                 seq = std::str::from_utf8(v)
                     .ok()
@@ -128,7 +128,16 @@ struct Form {
 
 impl Form {
     fn new(raw: &[u8], key: OffsetKey, offset: Offset) -> Form {
-        let raw = (key.connect_key() != raw).then(|| raw.into());
+        // Re-encode into a reused buffer: a load makes one Form per record.
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let same = SCRATCH.with_borrow_mut(|buf| {
+            buf.clear();
+            json::encode_key(&key, buf);
+            buf.as_slice() == raw
+        });
+        let raw = (!same).then(|| raw.into());
         Form { key, raw, offset }
     }
 
@@ -780,7 +789,7 @@ impl Reader {
         if let Some(headers) = msg.headers()
             && let Some((writer, seq)) = batch_headers(headers)
         {
-            state.note_seq(&writer, seq);
+            state.note_seq(writer, seq);
         }
         Ok(())
     }
