@@ -70,6 +70,11 @@ impl RocksDbStore {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.set_compression_type(rocksdb::DBCompressionType::None);
+        // A lookup probes every level-0 file until compaction merges them (right after a big run,
+        // several): a bloom filter per file answers "not here" without reading its blocks.
+        let mut table = rocksdb::BlockBasedOptions::default();
+        table.set_bloom_filter(10.0, false);
+        opts.set_block_based_table_factory(&table);
         opts.set_keep_log_file_num(2);
         opts.set_max_log_file_size(1 << 20);
         let db = DB::open(&opts, &path).map_err(|e| {
