@@ -251,9 +251,8 @@ fn flush_latency(c: &mut Criterion) {
     }
 }
 
-/// Writes `n` offsets into a RocksDB store in 10,000-entry batches.
-fn fill_rocksdb(path: &std::path::Path, n: usize) {
-    let store = connect_offsets::store::rocksdb::RocksDbStore::open(path).unwrap();
+/// Writes `n` offsets into `store` in 10,000-entry batches of writer `fill`.
+fn fill_store(store: &dyn OffsetStore, n: usize) {
     let ks = keys(n);
     for (i, chunk) in ks.chunks(10_000).enumerate() {
         store
@@ -262,9 +261,17 @@ fn fill_rocksdb(path: &std::path::Path, n: usize) {
                 i as u64 + 1,
                 chunk.iter().map(|k| (k.clone(), Some(offset(7)))),
             ))
-            .unwrap();
+            .expect("fill the store");
     }
-    store.persist().unwrap();
+    store.persist().expect("persist the store");
+}
+
+/// Writes `n` offsets into a RocksDB store in 10,000-entry batches.
+fn fill_rocksdb(path: &std::path::Path, n: usize) {
+    fill_store(
+        &connect_offsets::store::rocksdb::RocksDbStore::open(path).unwrap(),
+        n,
+    );
 }
 
 /// Writes a log holding `n` offsets in 10,000-entry batches that no durable store has applied.
@@ -360,19 +367,7 @@ fn recovery_kafka(c: &mut Criterion) {
             "kafka://{bootstrap}/bench-recovery-{}-{n}?partitions=25&replication=1",
             std::process::id()
         );
-        {
-            let store = connect_offsets::open(&url).expect("kafka");
-            let ks = keys(n);
-            for (i, chunk) in ks.chunks(10_000).enumerate() {
-                store
-                    .apply(&Batch::new(
-                        "fill",
-                        i as u64 + 1,
-                        chunk.iter().map(|k| (k.clone(), Some(offset(7)))),
-                    ))
-                    .expect("fill the topic");
-            }
-        }
+        fill_store(&*connect_offsets::open(&url).expect("kafka"), n);
         g.bench_with_input(BenchmarkId::new("kafka_load", n), &n, |b, _| {
             b.iter(|| {
                 let s = connect_offsets::open(&url).expect("kafka");
