@@ -53,7 +53,8 @@ impl Entry {
         scratch.clear();
         let mut header = canonical.len() as u32;
         // The caller's order, when it is not the sorted one (Connect's bytes keep it; so do we).
-        let ordered = key.partition().and_then(|p| {
+        // (A partition of one member has one order: only larger ones can differ.)
+        let ordered = key.partition().filter(|p| p.len() > 1).and_then(|p| {
             let mut own = Vec::new();
             json::encode_map(p, &mut own);
             (own != canonical).then_some(own)
