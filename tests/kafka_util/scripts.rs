@@ -173,14 +173,14 @@ impl ConnectWorker {
         worker
     }
 
-    /// The worker's data dir (`<cache>/kafka/run/connect`), with `connect.log`.
+    /// The worker's data dir (`<run>/connect`, next to the brokers), with `connect.log`.
     pub fn dir() -> PathBuf {
         let paths = script("kafka", &["paths"], &[]);
-        let cache = paths
+        let run = paths
             .lines()
-            .find_map(|l| l.strip_prefix("cache="))
-            .expect("scripts/kafka paths prints cache=");
-        PathBuf::from(cache).join("run/connect")
+            .find_map(|l| l.strip_prefix("run="))
+            .expect("scripts/kafka paths prints run=");
+        PathBuf::from(run).join("connect")
     }
 
     /// The last `n` lines of the worker's log (for failure messages).
