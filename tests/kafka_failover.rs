@@ -327,8 +327,9 @@ fn commits_survive_a_broker_sigkill_and_resume_within_the_bound() {
     drop(buffer);
     drop(store);
     let fresh = KafkaStore::open(&format!(
-        "kafka://{}/{topic}?partitions=6&replication=3&timeout.ms=30000",
-        Cluster::BOOTSTRAP
+        "kafka://{}/{topic}?partitions=6&replication=3&timeout.ms={}",
+        Cluster::BOOTSTRAP,
+        kafka_util::TIMEOUT_MS
     ))
     .expect("a fresh store on the surviving brokers");
     let applied = fresh.applied_seq(WRITER).unwrap();

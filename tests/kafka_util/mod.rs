@@ -78,10 +78,16 @@ pub fn unique_topic(what: &str) -> String {
     )
 }
 
+/// The time bound (`timeout.ms`) the tests give one Kafka operation. This VM at times stops for
+/// up to 31 s as a whole (a sleep loop in /dev/shm saw it, at the moments the broker went silent and
+/// transactions timed out), so the bound is well above the store's default 30 s. Tests of the
+/// bound itself pass their own.
+pub const TIMEOUT_MS: u64 = 120_000;
+
 /// A `kafka://` URL for `topic` on the test broker, replication 1, with `extra` parameters.
 pub fn url(topic: &str, partitions: u32, extra: &str) -> String {
     format!(
-        "kafka://{}/{topic}?partitions={partitions}&replication=1&timeout.ms=30000{extra}",
+        "kafka://{}/{topic}?partitions={partitions}&replication=1&timeout.ms={TIMEOUT_MS}{extra}",
         bootstrap()
     )
 }
