@@ -15,12 +15,11 @@
 //!    too, with the same result whichever of the two applied them.
 #![cfg(all(feature = "kafka", feature = "cli"))]
 
+mod http_util;
 mod kafka_util;
 #[path = "kafka_util/scripts.rs"]
 mod scripts;
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use connect_offsets::codec::json::{self, Json};
@@ -28,39 +27,13 @@ use connect_offsets::connector_offsets::ConnectorOffsets;
 use connect_offsets::store::OffsetStoreExt;
 use connect_offsets::store::kafka::KafkaStore;
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};
+use http_util::{Serve, request as http};
 use kafka_util::{TIMEOUT_MS, bootstrap, create_topic, read_all, unique_topic};
 use scripts::{ConnectWorker, wait_for};
 
 const FILE_SOURCE: &str = "org.apache.kafka.connect.file.FileStreamSourceConnector";
 const WAIT: Duration = Duration::from_secs(90);
 const POLL: Duration = Duration::from_millis(250);
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(60)))
-        .build()
-        .into()
-}
-
-/// Status and body of one request.
-fn http(method: &str, url: &str, body: Option<&str>) -> (u16, String) {
-    let a = agent();
-    let json = "application/json";
-    let resp = match (method, body) {
-        ("GET", _) => a.get(url).call(),
-        ("DELETE", _) => a.delete(url).call(),
-        ("PUT", None) => a.put(url).send_empty(),
-        ("PUT", Some(b)) => a.put(url).header("Content-Type", json).send(b),
-        ("POST", Some(b)) => a.post(url).header("Content-Type", json).send(b),
-        ("PATCH", Some(b)) => a.patch(url).header("Content-Type", json).send(b),
-        _ => unreachable!("{method}"),
-    };
-    let mut resp = resp.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
-    let status = resp.status().as_u16();
-    let text = resp.body_mut().read_to_string().unwrap();
-    (status, text)
-}
 
 /// A JSON string literal as the codec writes it.
 fn js(s: &str) -> String {
@@ -219,46 +192,6 @@ impl Connect<'_> {
                     .then_some(doc)
             },
         )
-    }
-}
-
-/// `connect-offsets serve` on a store, killed when dropped.
-struct Serve {
-    child: Child,
-    base: String,
-}
-
-impl Serve {
-    fn start(store_url: &str, connector: &str) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--store", store_url])
-            .args(["--connector", connector])
-            .env_remove("CONNECT_OFFSETS_STORE")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line `{line}`"))
-            .to_string();
-        Serve { child, base }
-    }
-
-    fn url(&self, connector: &str) -> String {
-        format!("{}/connectors/{connector}/offsets", self.base)
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -456,14 +389,14 @@ fn a_real_connect_worker_and_our_store_share_the_offsets_topic() {
 
     // (d) The PATCH bodies `connect-offsets serve` accepts (tests/rest.rs), sent to the worker and
     // to our server on the same topic: both accept them, with the same result.
-    let serve = Serve::start(&store_url, &name);
+    let serve = Serve::start(&["--store", &store_url, "--connector", &name]);
     let source = format!(
         r#"{{"offsets":[{{"partition":{{"filename":"/tmp/ünï😀.txt"}},"offset":{{"position":1234,"ratio":1.0E20}}}},{{"partition":{{"filename":{}}},"offset":{{"position":{first_line}}}}}]}}"#,
         js(&filename)
     );
     let reset_one = r#"{"offsets":[{"partition":{"filename":"/tmp/ünï😀.txt"},"offset":null}]}"#;
     let serve_get = || {
-        let (st, body) = http("GET", &serve.url(&name), None);
+        let (st, body) = http("GET", &serve.offsets_url(&name), None);
         assert_eq!(st, 200, "serve GET: {body}");
         parse_offsets(&body)
     };
@@ -486,7 +419,7 @@ fn a_real_connect_worker_and_our_store_share_the_offsets_topic() {
         entries(&after_connect)
     );
     // Connect resets one partition, we reset it again (accepted, nothing left to do).
-    for url in [c.url("/offsets"), serve.url(&name)] {
+    for url in [c.url("/offsets"), serve.offsets_url(&name)] {
         let (st, body) = http("PATCH", &url, Some(reset_one));
         assert_eq!(st, 200, "PATCH {reset_one} to {url}: {body}");
     }
@@ -504,7 +437,7 @@ fn a_real_connect_worker_and_our_store_share_the_offsets_topic() {
     // Connect resets everything; our server applies `source`: Connect reads what it wrote itself.
     let (st, body) = http("DELETE", &c.url("/offsets"), None);
     assert_eq!(st, 200, "DELETE: {body}");
-    let (st, body) = http("PATCH", &serve.url(&name), Some(&source));
+    let (st, body) = http("PATCH", &serve.offsets_url(&name), Some(&source));
     assert_eq!(st, 200, "serve PATCH {source}: {body}");
     assert_eq!(
         entries(&c.offsets_until(|o| entries(o) == entries(&after_connect))),
@@ -532,7 +465,7 @@ fn a_real_connect_worker_and_our_store_share_the_offsets_topic() {
     let (st, body) = http("PATCH", &c.url("/offsets"), Some(zero_body));
     assert_eq!(st, 200, "Connect PATCH {zero_body}: {body}");
     let connect_negative = zero_sign("Connect");
-    let (st, body) = http("PATCH", &serve.url(&name), Some(zero_body));
+    let (st, body) = http("PATCH", &serve.offsets_url(&name), Some(zero_body));
     assert_eq!(st, 200, "serve PATCH {zero_body}: {body}");
     let serve_negative = zero_sign("serve");
     assert!(
@@ -561,11 +494,11 @@ fn a_real_connect_worker_and_our_store_share_the_offsets_topic() {
             st == 500 && text.contains(why),
             "Connect PATCH {body}: {st} {text}"
         );
-        let (st, text) = http("PATCH", &serve.url(&name), Some(body));
+        let (st, text) = http("PATCH", &serve.offsets_url(&name), Some(body));
         assert_eq!(st, 200, "serve PATCH {body}: {text}");
     }
     // An empty list: both refuse it with Connect's 400.
-    for url in [c.url("/offsets"), serve.url(&name)] {
+    for url in [c.url("/offsets"), serve.offsets_url(&name)] {
         let (st, body) = http("PATCH", &url, Some(r#"{"offsets":[]}"#));
         assert_eq!(st, 400, "PATCH with no offsets to {url}: {body}");
         assert!(

@@ -3,11 +3,11 @@
 //! its own random topic.
 #![cfg(all(feature = "cli", feature = "rocksdb", feature = "kafka"))]
 
+mod http_util;
 #[path = "kafka_util/mod.rs"]
 mod kafka_util;
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Instant;
 
 use connect_offsets::migrate::{MigrateOptions, migrate};
@@ -16,6 +16,7 @@ use connect_offsets::store::kafka::KafkaStore;
 use connect_offsets::store::rocksdb::RocksDbStore;
 use connect_offsets::store::{MemoryStore, OffsetStoreExt};
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};
+use http_util::{Serve, request as call};
 
 fn cli(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
@@ -239,59 +240,11 @@ fn lag_of_sink_partitions_is_log_end_minus_committed() {
     assert!(table.contains("my-sink\t2\t2\t3\t"), "{table}");
 }
 
-struct Serve {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(args: &[&str]) -> Serve {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_string();
-    Serve { child, base }
-}
-
-fn call(method: &str, url: &str, body: Option<&str>) -> (u16, String) {
-    let a: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let resp = match (method, body) {
-        ("GET", _) => a.get(url).call(),
-        ("DELETE", _) => a.delete(url).call(),
-        ("PATCH", Some(b)) => a.patch(url).send(b),
-        ("PATCH", None) => a.patch(url).send_empty(),
-        _ => unreachable!(),
-    };
-    let mut resp = resp.unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.body_mut().read_to_string().unwrap())
-}
-
 #[test]
 fn rest_api_over_kafka() {
     let topic = kafka_util::unique_topic("rest");
     let kafka = kafka_util::url(&topic, 5, "");
-    let s = serve(&["--store", &kafka, "--connector", "sink"]);
+    let s = Serve::start(&["--store", &kafka, "--connector", "sink"]);
     let o = format!("{}/connectors/sink/offsets", s.base);
     let body = r#"{"offsets":[{"partition":{"kafka_topic":"orders","kafka_partition":0},"offset":{"kafka_offset":5}},{"partition":{"kafka_topic":"orders","kafka_partition":1},"offset":{"kafka_offset":17}}]}"#;
     assert_eq!(call("GET", &o, None), (200, r#"{"offsets":[]}"#.into()));

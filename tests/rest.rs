@@ -2,90 +2,18 @@
 //! against the real binary.
 #![cfg(feature = "cli")]
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
+mod http_util;
+
 use std::sync::Arc;
 
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
 use connect_offsets::store::MemoryStore;
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};
+use http_util::{Serve, call};
 
 const ALTERED: &str = r#"{"message":"The Connect framework-managed offsets for this connector have been altered successfully. However, if this connector manages offsets externally, they will need to be manually altered in the system that the connector uses."}"#;
 const RESET: &str = r#"{"message":"The Connect framework-managed offsets for this connector have been reset successfully. However, if this connector manages offsets externally, they will need to be manually reset in the system that the connector uses."}"#;
 const NO_OFFSETS: &str = r#"{"error_code":400,"message":"Partitions / offsets need to be provided for an alter offsets request"}"#;
-
-/// The server, killed when dropped.
-struct Serve {
-    child: Child,
-    base: String,
-}
-
-impl Serve {
-    fn start(args: &[&str]) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
-            .arg("serve")
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .env_remove("CONNECT_OFFSETS_STORE")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line `{line}`"))
-            .to_string();
-        Serve { child, base }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into()
-}
-
-/// Status, content type and body.
-fn call(method: &str, url: &str, body: Option<&str>) -> (u16, String, String) {
-    let a = agent();
-    let resp = match (method, body) {
-        ("GET", _) => a.get(url).call(),
-        ("DELETE", _) => a.delete(url).call(),
-        ("PATCH", Some(b)) => a
-            .patch(url)
-            .header("Content-Type", "application/json")
-            .send(b),
-        ("PATCH", None) => a.patch(url).send_empty(),
-        ("PUT", _) => a.put(url).send_empty(),
-        _ => unreachable!(),
-    };
-    let mut resp = resp.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
-    let status = resp.status().as_u16();
-    let ctype = resp
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default();
-    let text = resp.body_mut().read_to_string().unwrap();
-    (status, ctype, text)
-}
 
 const SINK_BODY: &str = r#"{"offsets":[{"partition":{"kafka_topic":"orders","kafka_partition":0},"offset":{"kafka_offset":5}},{"partition":{"kafka_topic":"orders","kafka_partition":1},"offset":{"kafka_offset":17}}]}"#;
 
