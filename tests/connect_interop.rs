@@ -28,7 +28,7 @@ use connect_offsets::store::OffsetStoreExt;
 use connect_offsets::store::kafka::KafkaStore;
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};
 use http_util::{Serve, request as http};
-use kafka_util::{TIMEOUT_MS, bootstrap, create_topic, read_all, unique_topic};
+use kafka_util::{BOUNDS, bootstrap, create_topic, read_all, unique_topic};
 use scripts::{ConnectWorker, wait_for};
 
 const FILE_SOURCE: &str = "org.apache.kafka.connect.file.FileStreamSourceConnector";
@@ -251,9 +251,8 @@ fn a_real_connect_worker_and_our_store_share_the_offsets_topic() {
         )],
         "Connect reports exactly one partition"
     );
-    let store_url = format!(
-        "kafka://{bootstrap}/{offsets_topic}?partitions=25&replication=1&timeout.ms={TIMEOUT_MS}"
-    );
+    let store_url =
+        format!("kafka://{bootstrap}/{offsets_topic}?partitions=25&replication=1&{BOUNDS}");
     let store = KafkaStore::open(&store_url).unwrap();
     assert_eq!(store.partition_count(), 25, "Connect made 25 partitions");
     assert_eq!(

@@ -187,7 +187,7 @@ fn creates_the_topic_compacted() {
 fn replication_minus_one_is_the_broker_default() {
     let topic = TopicGuard::new("rf-default");
     let u = format!(
-        "kafka://{}/{topic}?partitions=2&replication=-1&timeout.ms={TIMEOUT_MS}",
+        "kafka://{}/{topic}?partitions=2&replication=-1&{BOUNDS}",
         bootstrap()
     );
     let store = KafkaStore::open(&u).expect("open with the broker's default replication");
@@ -225,7 +225,7 @@ fn unreachable_broker_fails_within_the_timeout() {
 fn sasl_plain_with_the_right_password_works() {
     let topic = TopicGuard::new("sasl");
     let u = format!(
-        "kafka://{}/{topic}?partitions=3&replication=1&timeout.ms={TIMEOUT_MS}&security.protocol=SASL_PLAINTEXT\
+        "kafka://{}/{topic}?partitions=3&replication=1&{BOUNDS}&security.protocol=SASL_PLAINTEXT\
          &sasl.mechanism=PLAIN&sasl.username=connect-offsets&sasl.password=connect-offsets-secret",
         sasl_bootstrap()
     );

@@ -327,9 +327,9 @@ fn commits_survive_a_broker_sigkill_and_resume_within_the_bound() {
     drop(buffer);
     drop(store);
     let fresh = KafkaStore::open(&format!(
-        "kafka://{}/{topic}?partitions=6&replication=3&timeout.ms={}",
+        "kafka://{}/{topic}?partitions=6&replication=3&{}",
         Cluster::BOOTSTRAP,
-        kafka_util::TIMEOUT_MS
+        kafka_util::BOUNDS
     ))
     .expect("a fresh store on the surviving brokers");
     let applied = fresh.applied_seq(WRITER).unwrap();

@@ -299,6 +299,12 @@ impl TxnProducer {
                 "kafka",
                 format!("{text}; the transaction was aborted, nothing of the batch was written"),
             )),
+            // Say what failed first: the abort's own error alone hides it (a coordinator that
+            // aborted a timed-out transaction answers the abort with "invalid state").
+            Err(Failure::Lost(Error::Store { message, .. })) => Failure::Lost(Error::store(
+                "kafka",
+                format!("{text}; then could not {message}"),
+            )),
             Err(f) => f,
         }
     }
