@@ -20,7 +20,9 @@ use crate::model::{FieldMap, OffsetKey, Value};
 use crate::scenario::{self, MemoryFactory, Op, ScenarioOptions};
 use crate::store::url::{StoreUrl, is_secret};
 use crate::store::{OffsetStoreExt, open};
-use crate::wal::frame::{self, FrameError, FrameKind, HEADER_LEN, MAGIC, MAX_PAYLOAD};
+use crate::wal::frame::{
+    self, FrameError, FrameKind, HEADER_LEN, MAGIC, MAX_PAYLOAD, V1_HEADER_LEN,
+};
 use crate::wal::fs::SimFs;
 use crate::wal::{RecoveryPolicy, WalDir};
 use crate::{Error, Offset};
@@ -48,18 +50,47 @@ pub fn frame_decode(data: &[u8]) {
 }
 
 /// `bytes` (at least a header long) with the magic set, the length cut to what is present and the
-/// checksum recomputed: the decoder then gets as far as the payload.
+/// checksums recomputed: the decoder then gets as far as the payload. A version byte of 1 keeps the
+/// version 1 layout (no header checksum); anything else becomes the current version.
 pub fn with_valid_checksum(bytes: &[u8]) -> Vec<u8> {
     let mut b = bytes.to_vec();
     b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+    let header_len = if b[4] == 1 {
+        V1_HEADER_LEN
+    } else {
+        b[4] = frame::VERSION;
+        HEADER_LEN
+    };
     let claimed = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes")) as usize;
-    let len = claimed.min(b.len() - HEADER_LEN);
+    let len = claimed.min(b.len() - header_len);
     b[8..12].copy_from_slice(&(len as u32).to_le_bytes());
     let mut crc = crc32fast::Hasher::new();
     crc.update(&b[4..12]);
-    crc.update(&b[HEADER_LEN..HEADER_LEN + len]);
+    crc.update(&b[header_len..header_len + len]);
     let sum = crc.finalize();
     b[12..16].copy_from_slice(&sum.to_le_bytes());
+    if header_len == HEADER_LEN {
+        let head = crc32fast::hash(&b[0..16]);
+        b[16..20].copy_from_slice(&head.to_le_bytes());
+    }
+    b
+}
+
+/// The frame `bytes` as this build writes it: version 1 frames get the current header.
+fn as_current_version(bytes: &[u8]) -> Vec<u8> {
+    if bytes.get(4) != Some(&1) {
+        return bytes.to_vec();
+    }
+    let mut b = bytes[..V1_HEADER_LEN].to_vec();
+    b[4] = frame::VERSION;
+    let payload = &bytes[V1_HEADER_LEN..];
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&b[4..12]);
+    crc.update(payload);
+    b[12..16].copy_from_slice(&crc.finalize().to_le_bytes());
+    let head = crc32fast::hash(&b[0..16]);
+    b.extend_from_slice(&head.to_le_bytes());
+    b.extend_from_slice(payload);
     b
 }
 
@@ -86,7 +117,7 @@ fn check_frame_bytes(bytes: &[u8]) {
     match decoded {
         Ok(f) => {
             assert!(
-                f.len >= HEADER_LEN && f.len <= bytes.len(),
+                f.len >= V1_HEADER_LEN && f.len <= bytes.len(),
                 "frame length {} outside the {} bytes given",
                 f.len,
                 bytes.len()
@@ -94,7 +125,7 @@ fn check_frame_bytes(bytes: &[u8]) {
             let mut again = Vec::new();
             frame::encode(f.kind, &f.batch, &mut again);
             assert!(
-                again == bytes[..f.len],
+                again == as_current_version(&bytes[..f.len]),
                 "an accepted frame does not re-encode to its bytes:\n  read    {:?}\n  written {:?}\n  batch {:?}",
                 &bytes[..f.len],
                 again,
@@ -270,11 +301,6 @@ pub fn wal_recovery_case(case: &WalCase) {
         .filter(|f| newest_snapshot.is_none_or(|s| f.generation > s.generation))
         .collect();
     let last_nonempty = live.iter().rposition(|f| !f.bytes.is_empty());
-    let is_torn = |rest: &[u8]| {
-        matches!(frame::decode(rest), Err(FrameError::Incomplete { .. }))
-            || rest.iter().all(|b| *b == 0)
-    };
-
     // A frame whose header, checksum, writer and seq check out, of a batch the store holds:
     // recovery may pass over it without decoding its entries. Its seq and length, if so.
     let skippable = |bytes: &[u8], kind: FrameKind| -> Option<(u64, usize)> {
@@ -282,6 +308,15 @@ pub fn wal_recovery_case(case: &WalCase) {
         let (w, through) = case.skip.as_ref()?;
         (k == kind && writer == *w && seq <= *through).then_some((seq, len))
     };
+
+    // The rule, restated: what a crash may have left of a write, with no intact frame starting
+    // anywhere after it (looked for at every byte, not only where a magic is).
+    let intact_at = |bytes: &[u8]| {
+        matches!(frame::decode(bytes), Ok(fr) if fr.kind == FrameKind::Batch)
+            || skippable(bytes, FrameKind::Batch).is_some()
+    };
+    let is_torn =
+        |rest: &[u8]| frame::could_be_torn(rest) && !(1..rest.len()).any(|i| intact_at(&rest[i..]));
 
     let result = WalDir::open_skipping(
         Arc::new(fs.clone()),
@@ -326,7 +361,7 @@ pub fn wal_recovery_case(case: &WalCase) {
                     let mut bytes = Vec::new();
                     frame::encode(FrameKind::Snapshot, snap, &mut bytes);
                     assert!(
-                        bytes == s.bytes,
+                        bytes == as_current_version(&s.bytes),
                         "the recovered snapshot is not the whole newest snapshot file {}",
                         s.name()
                     );
@@ -337,6 +372,8 @@ pub fn wal_recovery_case(case: &WalCase) {
                 ),
             }
             // Match the recovered batches, in order, against the frames of the live segments.
+            // Recovered batches are re-encoded as the current version: compare with the file's
+            // frames made current too (a version 1 frame differs only in its header).
             let frames: Vec<Vec<u8>> = recovered
                 .batches
                 .iter()
@@ -346,6 +383,10 @@ pub fn wal_recovery_case(case: &WalCase) {
                     out
                 })
                 .collect();
+            let frame_at = |bytes: &[u8]| -> Option<(Vec<u8>, usize)> {
+                let len = frame::decode(bytes).ok()?.len;
+                Some((as_current_version(&bytes[..len]), len))
+            };
             let mut next = 0;
             let mut cut = Vec::new();
             let closed = wal.closed();
@@ -361,9 +402,12 @@ pub fn wal_recovery_case(case: &WalCase) {
                         last_seq = last_seq.max(seq);
                         skipped_applied += 1;
                         pos += len;
-                    } else if next < frames.len() && f.bytes[pos..].starts_with(&frames[next]) {
+                    } else if let Some((current, len)) = frame_at(&f.bytes[pos..])
+                        && next < frames.len()
+                        && current == frames[next]
+                    {
                         last_seq = last_seq.max(recovered.batches[next].seq);
-                        pos += frames[next].len();
+                        pos += len;
                         next += 1;
                     } else {
                         break;

@@ -237,3 +237,43 @@ fn corruption_needs_quarantine_and_then_the_buffer_opens() {
     let e = CommitBuffer::open(store, cfg).unwrap_err().to_string();
     assert!(e.contains("in neither the store nor the log"), "{e}");
 }
+
+/// A length field that rot made point past the end of the newest segment is corruption, not a torn
+/// tail: for a frame in the middle (intact frames follow) and for the last frame (nothing follows,
+/// but its header fails its checksum). Inspect exits 4, repair refuses, nothing is cut.
+#[test]
+fn a_rotted_length_in_the_newest_segment_is_corruption() {
+    for victim in [1, 2] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("wal");
+        write_log(&dir, 3);
+        let seg = segment(&dir);
+        let scan = connect_offsets::wal::inspect::scan(&dir).unwrap();
+        let at = scan.frames().nth(victim).unwrap().offset as usize;
+        let mut bytes = std::fs::read(&seg).unwrap();
+        bytes[at + 10] ^= 0x08; // the length's third byte: +512 KiB
+        std::fs::write(&seg, &bytes).unwrap();
+
+        let (code, j) = inspect_json(&dir);
+        assert_eq!(code, Some(4), "frame {victim}: {j:?}");
+        assert_eq!(member(&j, "torn"), &Json::Bool(false), "frame {victim}");
+        assert_eq!(member(&j, "corrupt"), &Json::Int(1), "frame {victim}");
+        let out = cli(&["wal", "repair", "--dir", dir.to_str().unwrap()]);
+        assert_eq!(
+            out.status.code(),
+            Some(4),
+            "frame {victim}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains(&format!("{}", seg.display())),
+            "{}",
+            text(&out.stderr)
+        );
+        assert_eq!(
+            std::fs::read(&seg).unwrap(),
+            bytes,
+            "frame {victim}: nothing changed"
+        );
+    }
+}

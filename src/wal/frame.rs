@@ -2,17 +2,27 @@
 //!
 //! ```text
 //! byte  size  field (all integers little-endian)
-//! 0     4     MAGIC      0x46_4F_43_21  ("!COF": connect-offsets frame)
-//! 4     1     VERSION    1
-//! 5     1     kind       1 = batch, 2 = snapshot (the whole store as of `seq`)
-//! 6     2     reserved   0
-//! 8     4     length     payload bytes, at most MAX_PAYLOAD
-//! 12    4     crc32      crc32fast over bytes 4..12 (version, kind, reserved, length) and the payload
-//! 16    len   payload    bincode 2 (standard config): writer, seq, entries
+//! 0     4     MAGIC       0x46_4F_43_21  ("!COF": connect-offsets frame)
+//! 4     1     VERSION     2
+//! 5     1     kind        1 = batch, 2 = snapshot (the whole store as of `seq`)
+//! 6     2     reserved    0
+//! 8     4     length      payload bytes, at most MAX_PAYLOAD
+//! 12    4     crc32       crc32fast over bytes 4..12 (version, kind, reserved, length) and the payload
+//! 16    4     header crc  crc32fast over bytes 0..16
+//! 20    len   payload     bincode 2 (standard config): writer, seq, entries
 //! ```
 //!
-//! The checksum covers the length, so a torn or rotted length field is caught like a torn payload.
-//! The magic lets a recovery that was told to skip corruption find the next frame.
+//! The first checksum covers the length, so a rotted length field never passes as a whole frame.
+//! The header checksum tells a torn write from rot when a length points past the end of the file:
+//! a frame whose header checks out but whose bytes end early was cut by a crash in its write (it was
+//! never synced, so never acknowledged) and recovery may cut it; a header that fails its checksum is
+//! rot, which recovery refuses as corruption even at the very end of the log, because the frame it
+//! belongs to may have been acknowledged. A header itself cut short is a torn write when the bytes
+//! present are the start of a header (see [`check`]). The magic lets a recovery that was told to skip
+//! corruption find the next frame.
+//!
+//! Version 1 frames (16-byte header, no header checksum) are still read: a length of theirs that
+//! points past the end is taken for a torn write when no intact frame follows it.
 //!
 //! Payload: `writer: String`, `seq: u64`, `entries: Vec<Entry>`; an entry is `namespace: String`,
 //! `partition: Option<Vec<(String, Value)>>`, `offset: Option<Vec<(String, Value)>>` (`None` = reset);
@@ -29,9 +39,11 @@ use crate::model::{Batch, FieldMap, OffsetKey, Value};
 /// Marks the start of every frame.
 pub const MAGIC: u32 = 0x2146_4F43;
 /// The frame format version written by this build.
-pub const VERSION: u8 = 1;
-/// Bytes before the payload.
-pub const HEADER_LEN: usize = 16;
+pub const VERSION: u8 = 2;
+/// Bytes before the payload of a frame this build writes.
+pub const HEADER_LEN: usize = 20;
+/// Bytes before the payload of a version 1 frame (no header checksum).
+pub const V1_HEADER_LEN: usize = 16;
 /// The largest payload a frame may carry (256 MiB).
 pub const MAX_PAYLOAD: usize = 256 << 20;
 
@@ -72,6 +84,8 @@ pub fn encode(kind: FrameKind, batch: &Batch, out: &mut Vec<u8>) {
     crc.update(&out[start + HEADER_LEN..]);
     let sum = crc.finalize();
     out[start + 12..start + 16].copy_from_slice(&sum.to_le_bytes());
+    let head = crc32fast::hash(&out[start..start + 16]);
+    out[start + 16..start + 20].copy_from_slice(&head.to_le_bytes());
 }
 
 /// One frame read back.
@@ -112,8 +126,12 @@ impl std::fmt::Display for FrameError {
 
 /// Decodes the frame at the start of `bytes`.
 pub fn decode(bytes: &[u8]) -> Result<Frame, FrameError> {
-    let (kind, total) = check(bytes)?;
-    let payload = &bytes[HEADER_LEN..total];
+    let Checked {
+        kind,
+        header_len,
+        total,
+    } = check(bytes)?;
+    let payload = &bytes[header_len..total];
     let (owned, used): (BatchOwned, usize) = bincode::decode_from_slice(payload, CONFIG)
         .map_err(|e| FrameError::Corrupt(format!("bad payload: {e}")))?;
     if used != payload.len() {
@@ -134,76 +152,121 @@ pub fn decode(bytes: &[u8]) -> Result<Frame, FrameError> {
 /// holds without decoding its entries.
 pub fn decode_seq(bytes: &[u8]) -> Result<(FrameKind, String, u64, usize), FrameError> {
     let header = check(bytes)?;
-    let payload = &bytes[HEADER_LEN..header.1];
+    let payload = &bytes[header.header_len..header.total];
     let prefix = || -> Result<(String, u64), DecodeError> {
         let (Prefix(writer, seq), _) = bincode::decode_from_slice(payload, CONFIG)?;
         Ok((writer, seq))
     };
     let (writer, seq) = prefix().map_err(|e| FrameError::Corrupt(format!("bad payload: {e}")))?;
-    Ok((header.0, writer, seq, header.1))
+    Ok((header.kind, writer, seq, header.total))
 }
 
-/// Validates the header and checksum; returns the kind and the frame's total length.
-fn check(bytes: &[u8]) -> Result<(FrameKind, usize), FrameError> {
-    if bytes.len() < HEADER_LEN {
-        // A short tail of a frame header; anything else there is a bad magic.
-        if !MAGIC
-            .to_le_bytes()
-            .starts_with(&bytes[..bytes.len().min(4)])
-        {
-            return Err(FrameError::Corrupt("bad magic".into()));
-        }
+/// Where a checked frame's parts are.
+#[derive(Debug, Clone, Copy)]
+struct Checked {
+    kind: FrameKind,
+    header_len: usize,
+    total: usize,
+}
+
+/// Validates the header and checksums of the frame at the start of `bytes`.
+///
+/// `Incomplete` means the bytes may be the start of a frame whose write a crash cut short: fewer bytes
+/// than a header, each consistent with one (magic, a known version and kind, zero reserved bytes), or
+/// a whole header that checks out (for version 2, against its own checksum) whose length runs past the
+/// bytes present. Whatever else is not an intact frame is `Corrupt`.
+fn check(bytes: &[u8]) -> Result<Checked, FrameError> {
+    let magic = MAGIC.to_le_bytes();
+    if !bytes.starts_with(&magic[..bytes.len().min(4)]) {
+        let mut got = [0u8; 4];
+        got[..bytes.len().min(4)].copy_from_slice(&bytes[..bytes.len().min(4)]);
+        return Err(FrameError::Corrupt(format!(
+            "bad magic 0x{:08x}",
+            u32::from_le_bytes(got)
+        )));
+    }
+    let header_len = match bytes.get(4) {
+        None | Some(&VERSION) => HEADER_LEN,
+        Some(1) => V1_HEADER_LEN,
+        Some(v) => return Err(FrameError::Corrupt(format!("unknown frame version {v}"))),
+    };
+    let kind = match bytes.get(5) {
+        None | Some(1) => FrameKind::Batch,
+        Some(2) => FrameKind::Snapshot,
+        Some(k) => return Err(FrameError::Corrupt(format!("unknown frame kind {k}"))),
+    };
+    // Only zero is written: anything else would not re-encode to the same bytes.
+    if bytes
+        .get(6..8.min(bytes.len()))
+        .is_some_and(|r| r.iter().any(|b| *b != 0))
+    {
+        return Err(FrameError::Corrupt(format!(
+            "reserved bytes {:02x?} are not zero",
+            &bytes[6..8.min(bytes.len())]
+        )));
+    }
+    if bytes.len() < header_len {
         return Err(FrameError::Incomplete {
-            needed: HEADER_LEN,
+            needed: header_len,
             available: bytes.len(),
         });
     }
-    let magic = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes"));
-    if magic != MAGIC {
-        return Err(FrameError::Corrupt(format!("bad magic 0x{magic:08x}")));
-    }
-    let len = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
-    let stored = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes"));
-    let total = HEADER_LEN.saturating_add(len);
-    if bytes.len() < total {
-        if len > MAX_PAYLOAD {
+    if header_len == HEADER_LEN {
+        let stored = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes"));
+        let actual = crc32fast::hash(&bytes[0..16]);
+        if actual != stored {
             return Err(FrameError::Corrupt(format!(
-                "length {len} exceeds the limit {MAX_PAYLOAD}"
+                "header checksum mismatch: stored 0x{stored:08x}, computed 0x{actual:08x}"
             )));
         }
+    }
+    let len = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
+    if len > MAX_PAYLOAD {
+        return Err(FrameError::Corrupt(format!(
+            "length {len} exceeds the limit {MAX_PAYLOAD}"
+        )));
+    }
+    let total = header_len + len;
+    if bytes.len() < total {
         return Err(FrameError::Incomplete {
             needed: total,
             available: bytes.len(),
         });
     }
+    let stored = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes"));
     let mut crc = crc32fast::Hasher::new();
     crc.update(&bytes[4..12]);
-    crc.update(&bytes[HEADER_LEN..total]);
+    crc.update(&bytes[header_len..total]);
     let actual = crc.finalize();
     if actual != stored {
         return Err(FrameError::Corrupt(format!(
             "checksum mismatch: stored 0x{stored:08x}, computed 0x{actual:08x}"
         )));
     }
-    if bytes[4] != VERSION {
-        return Err(FrameError::Corrupt(format!(
-            "unknown frame version {}",
-            bytes[4]
-        )));
+    Ok(Checked {
+        kind,
+        header_len,
+        total,
+    })
+}
+
+/// True when `bytes` can be what a crash left of one frame's write: the start of a header (see
+/// [`check`]), a whole header that checks out with a length past the end, or zeros after at most the
+/// start of a header (some file systems leave the unwritten end of a file as zeros). A rotted header
+/// of a whole frame is none of these, nor is a whole frame whose payload fails its checksum.
+pub fn could_be_torn(bytes: &[u8]) -> bool {
+    if matches!(check(bytes), Err(FrameError::Incomplete { .. })) {
+        return true;
     }
-    let kind = match bytes[5] {
-        1 => FrameKind::Batch,
-        2 => FrameKind::Snapshot,
-        k => return Err(FrameError::Corrupt(format!("unknown frame kind {k}"))),
+    let end = bytes.iter().rposition(|b| *b != 0).map_or(0, |p| p + 1);
+    let written = &bytes[..end];
+    let header_len = if written.get(4) == Some(&1) {
+        V1_HEADER_LEN
+    } else {
+        HEADER_LEN
     };
-    // Only zero is written: anything else would not re-encode to the same bytes.
-    if bytes[6..8] != [0, 0] {
-        return Err(FrameError::Corrupt(format!(
-            "reserved bytes 0x{:02x}{:02x} are not zero",
-            bytes[6], bytes[7]
-        )));
-    }
-    Ok((kind, total))
+    // Only a header's start before the zeros: a frame's payload ending in zeros is no torn write.
+    written.len() < header_len && matches!(check(written), Err(FrameError::Incomplete { .. }))
 }
 
 /// Finds the next position at or after `from` where `MAGIC` appears (for skipping corruption).
@@ -457,6 +520,78 @@ mod tests {
                 Err(_) => {}
                 Ok(f) => panic!("flipping bit {i} went unnoticed: {f:?}"),
             }
+        }
+    }
+    /// A version 1 frame of `batch`, as builds before the header checksum wrote it.
+    fn v1_frame(batch: &Batch) -> Vec<u8> {
+        let mut v2 = Vec::new();
+        encode(FrameKind::Batch, batch, &mut v2);
+        let mut out = v2[..V1_HEADER_LEN].to_vec();
+        out[4] = 1;
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&out[4..12]);
+        crc.update(&v2[HEADER_LEN..]);
+        out[12..16].copy_from_slice(&crc.finalize().to_le_bytes());
+        out.extend_from_slice(&v2[HEADER_LEN..]);
+        out
+    }
+
+    #[test]
+    fn a_rotted_header_is_never_taken_for_a_torn_write() {
+        let mut buf = Vec::new();
+        encode(FrameKind::Batch, &sample(), &mut buf);
+        for i in 0..HEADER_LEN * 8 {
+            let mut bad = buf.clone();
+            bad[i / 8] ^= 1 << (i % 8);
+            assert!(
+                matches!(decode(&bad), Err(FrameError::Corrupt(_))),
+                "bit {i}: {:?}",
+                decode(&bad)
+            );
+            assert!(!could_be_torn(&bad), "bit {i} of the header looks torn");
+        }
+    }
+
+    #[test]
+    fn what_a_crash_leaves_of_a_write_could_be_torn_and_rot_could_not() {
+        let mut buf = Vec::new();
+        encode(FrameKind::Batch, &sample(), &mut buf);
+        for cut in 0..buf.len() {
+            assert!(could_be_torn(&buf[..cut]), "cut at {cut}");
+            // The unwritten rest of the file left as zeros, after at most a header's start.
+            if cut < HEADER_LEN {
+                let mut zeroed = buf.clone();
+                zeroed[cut..].fill(0);
+                assert!(could_be_torn(&zeroed), "zeros from {cut}");
+            }
+        }
+        assert!(!could_be_torn(&buf), "a whole frame");
+        // A payload that ends in zeros after rot is no torn write.
+        let mut bad = buf.clone();
+        *bad.last_mut().expect("a payload") = 0;
+        assert!(!could_be_torn(&bad));
+        let mut bad = buf.clone();
+        bad[HEADER_LEN + 2] ^= 4;
+        assert!(!could_be_torn(&bad));
+    }
+
+    #[test]
+    fn version_1_frames_still_read() {
+        let v1 = v1_frame(&sample());
+        let frame = decode(&v1).expect("a version 1 frame decodes");
+        assert_eq!(frame.batch, sample());
+        assert_eq!(frame.len, v1.len());
+        assert_eq!(decode_seq(&v1).expect("and its seq").2, 7);
+        for cut in 0..v1.len() {
+            assert!(
+                matches!(decode(&v1[..cut]), Err(FrameError::Incomplete { .. })),
+                "cut at {cut}"
+            );
+        }
+        for i in 0..v1.len() * 8 {
+            let mut bad = v1.clone();
+            bad[i / 8] ^= 1 << (i % 8);
+            assert!(decode(&bad).is_err(), "bit {i} of a version 1 frame");
         }
     }
 }

@@ -2,11 +2,10 @@
 //! repairing it (`connect-offsets wal repair`).
 //!
 //! [`scan`] reads every segment and snapshot and reports each frame with its file, byte offset,
-//! length, kind, checksum state, writer, seq and entry count. It classifies bad bytes exactly as
-//! recovery does: an incomplete frame (or zeros) at the end of the newest non-empty segment is a
-//! **torn tail**, which recovery cuts by itself; anything else that fails its checks is
-//! **corrupt**, which recovery refuses unless its policy is `Skip`. A corrupt region runs to the next
-//! position where an intact frame starts, as recovery's skip does.
+//! length, kind, checksum state, writer, seq and entry count. It classifies bytes with the reader
+//! recovery uses ([`super::reader`]): a **torn tail** is what recovery cuts by itself; anything else
+//! that fails its checks is **corrupt**, which recovery refuses unless its policy is `Skip`. A corrupt
+//! region runs to the next position where an intact frame starts, as recovery's skip does.
 //!
 //! [`repair`] takes the directory's lock (so no commit buffer is using it), cuts a torn tail, and,
 //! only when given a dead-letter file, copies each corrupt region there and removes it from its
@@ -17,10 +16,12 @@ use std::collections::BTreeSet;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::frame::{self, FrameError, FrameKind};
+use super::frame::FrameKind;
 use super::fs::{RealFs, WalFs};
+use super::reader::{self, Item, SegmentReader};
 use super::{parse_gen, segment_name, snapshot_name};
 use crate::dead_letter::{DeadLetter, DeadLetterFile};
+use crate::model::Batch;
 use crate::{Error, Result};
 
 /// Which kind of log file.
@@ -144,36 +145,30 @@ impl LogScan {
     }
 }
 
-fn decoded(file: &Path, offset: usize, f: &frame::Frame) -> FrameInfo {
-    let connectors: BTreeSet<&str> = f.batch.entries.keys().map(|k| k.namespace()).collect();
-    FrameInfo {
-        file: file.to_path_buf(),
-        offset: offset as u64,
-        len: f.len as u64,
-        kind: Some(f.kind),
-        status: FrameStatus::Ok,
-        crc_ok: Some(true),
-        writer: Some(f.batch.writer.clone()),
-        seq: Some(f.batch.seq),
-        entries: Some(f.batch.entries.len()),
-        connectors: connectors.into_iter().map(str::to_string).collect(),
-    }
-}
-
-fn bad(
-    file: &Path,
-    offset: usize,
-    len: usize,
-    status: FrameStatus,
-    crc_ok: Option<bool>,
-) -> FrameInfo {
+fn decoded(file: &Path, offset: usize, kind: FrameKind, len: usize, batch: &Batch) -> FrameInfo {
+    let connectors: BTreeSet<&str> = batch.entries.keys().map(|k| k.namespace()).collect();
     FrameInfo {
         file: file.to_path_buf(),
         offset: offset as u64,
         len: len as u64,
+        kind: Some(kind),
+        status: FrameStatus::Ok,
+        crc_ok: Some(true),
+        writer: Some(batch.writer.clone()),
+        seq: Some(batch.seq),
+        entries: Some(batch.entries.len()),
+        connectors: connectors.into_iter().map(str::to_string).collect(),
+    }
+}
+
+fn bad(file: &Path, region: reader::Region, status: fn(String) -> FrameStatus) -> FrameInfo {
+    FrameInfo {
+        file: file.to_path_buf(),
+        offset: region.offset as u64,
+        len: region.len as u64,
         kind: None,
-        status,
-        crc_ok,
+        status: status(region.reason),
+        crc_ok: region.crc_ok,
         writer: None,
         seq: None,
         entries: None,
@@ -181,67 +176,19 @@ fn bad(
     }
 }
 
-fn crc_state(e: &FrameError) -> Option<bool> {
-    match e {
-        FrameError::Corrupt(r) if r.starts_with("checksum mismatch") => Some(false),
-        FrameError::Corrupt(r) if r.starts_with("bad magic") || r.starts_with("length") => None,
-        FrameError::Corrupt(_) => Some(true),
-        FrameError::Incomplete { .. } => None,
-    }
-}
-
 /// The frames of one segment's bytes. `is_last` says whether it is the newest non-empty segment
-/// (only there can an incomplete frame be a torn tail).
+/// (only there can a tail be torn).
 pub fn scan_segment(path: &Path, bytes: &[u8], is_last: bool) -> Vec<FrameInfo> {
-    let mut out = Vec::new();
-    let mut pos = 0usize;
-    while pos < bytes.len() {
-        match frame::decode(&bytes[pos..]) {
-            Ok(f) if f.kind == FrameKind::Batch => {
-                out.push(decoded(path, pos, &f));
-                pos += f.len;
+    SegmentReader::new(bytes, is_last, |_, _| false)
+        .map(|item| match item {
+            Item::Frame(f) => {
+                let batch = f.batch.as_ref().expect("nothing is passed over unread");
+                decoded(path, f.offset, FrameKind::Batch, f.len, batch)
             }
-            result => {
-                let rest = &bytes[pos..];
-                let torn = matches!(result, Err(FrameError::Incomplete { .. }))
-                    || rest.iter().all(|b| *b == 0);
-                let (reason, crc_ok) = match &result {
-                    Ok(_) => ("a snapshot frame inside a segment".to_string(), Some(true)),
-                    Err(e) => (e.to_string(), crc_state(e)),
-                };
-                if torn && is_last {
-                    out.push(bad(
-                        path,
-                        pos,
-                        rest.len(),
-                        FrameStatus::Torn(reason),
-                        crc_ok,
-                    ));
-                    break;
-                }
-                // The same resynchronisation as recovery's skip: the next intact frame.
-                let mut next = pos + 1;
-                while let Some(m) = frame::find_magic(bytes, next) {
-                    if frame::decode(&bytes[m..]).is_ok() {
-                        break;
-                    }
-                    next = m + 1;
-                }
-                let end = frame::find_magic(bytes, next)
-                    .filter(|m| frame::decode(&bytes[*m..]).is_ok())
-                    .unwrap_or(bytes.len());
-                out.push(bad(
-                    path,
-                    pos,
-                    end - pos,
-                    FrameStatus::Corrupt(reason),
-                    crc_ok,
-                ));
-                pos = end;
-            }
-        }
-    }
-    out
+            Item::Torn(r) => bad(path, r, FrameStatus::Torn),
+            Item::Corrupt(r) => bad(path, r, FrameStatus::Corrupt),
+        })
+        .collect()
 }
 
 /// Reads the log directory `dir` without locking or changing it. (A writer appending meanwhile
@@ -282,24 +229,9 @@ pub fn scan(dir: &Path) -> Result<LogScan> {
     for (i, (generation, kind, path, bytes)) in contents.into_iter().enumerate() {
         let frames = match kind {
             LogFileKind::Segment => scan_segment(&path, &bytes, Some(i) == last_nonempty),
-            LogFileKind::Snapshot => match frame::decode(&bytes) {
-                Ok(f) if f.kind == FrameKind::Snapshot && f.len == bytes.len() => {
-                    vec![decoded(&path, 0, &f)]
-                }
-                Ok(_) => vec![bad(
-                    &path,
-                    0,
-                    bytes.len(),
-                    FrameStatus::Corrupt("not a single snapshot frame".into()),
-                    Some(true),
-                )],
-                Err(e) => vec![bad(
-                    &path,
-                    0,
-                    bytes.len(),
-                    FrameStatus::Corrupt(e.to_string()),
-                    crc_state(&e),
-                )],
+            LogFileKind::Snapshot => match reader::read_snapshot(&bytes) {
+                Ok(f) => vec![decoded(&path, 0, f.kind, f.len, &f.batch)],
+                Err(r) => vec![bad(&path, r, FrameStatus::Corrupt)],
             },
         };
         out.files.push(LogFile {
@@ -459,7 +391,7 @@ pub fn repair(dir: &Path, quarantine: Option<&DeadLetterFile>) -> Result<RepairR
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Batch;
+    use crate::wal::frame;
     use crate::{Offset, OffsetKey, Partition};
 
     fn batch(seq: u64) -> Vec<u8> {

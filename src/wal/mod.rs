@@ -7,10 +7,11 @@
 //!   that do not outlive the process, such as memory); segments up to `generation` are then obsolete;
 //! * `*.tmp`: a snapshot being written; removed at open.
 //!
-//! Recovery reads the newest intact snapshot and every later segment in order. An incomplete frame at
-//! the very end of the log is a torn write: it is cut off (and logged). Anything else that fails its
-//! checks is [`Error::Corrupted`] with the file and byte offset, unless the [`RecoveryPolicy`] is
-//! `Skip`, in which case the bad bytes are first copied to the dead-letter file.
+//! Recovery reads the newest intact snapshot and every later segment in order, through the one
+//! [`reader::SegmentReader`]. What a crash left of a write at the very end of the log is a torn tail:
+//! it is cut off (and logged). Anything else that fails its checks is [`Error::Corrupted`] with the
+//! file and byte offset, unless the [`RecoveryPolicy`] is `Skip`, in which case the bad bytes are
+//! first copied to the dead-letter file.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -18,13 +19,15 @@ use std::sync::{Arc, Mutex};
 pub mod frame;
 pub mod fs;
 pub mod inspect;
+pub mod reader;
 
 use crate::crash::{CrashHook, CrashPoint};
 use crate::dead_letter::{DeadLetter, DeadLetterFile};
 use crate::model::Batch;
 use crate::{Error, Result};
-use frame::{FrameError, FrameKind};
+use frame::FrameKind;
 use fs::{WalFile, WalFs};
+use reader::{Item, SegmentReader};
 
 /// What recovery does with bytes that fail their checks before the end of the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -209,27 +212,23 @@ impl WalDir {
                 snap_gen = Some(g);
                 break;
             }
-            match frame::decode(&bytes) {
-                Ok(f) if f.kind == FrameKind::Snapshot && f.len == bytes.len() => {
+            match reader::read_snapshot(&bytes) {
+                Ok(f) => {
                     st.snapshot = Some((g, bytes.len() as u64));
                     out.last_seq = out.last_seq.max(f.batch.seq);
                     out.snapshot = Some(f.batch);
                     snap_gen = Some(g);
                     break;
                 }
-                other => {
-                    let reason = match other {
-                        Ok(_) => "not a single snapshot frame".to_string(),
-                        Err(e) => e.to_string(),
-                    };
+                Err(bad) => {
                     if policy == RecoveryPolicy::Fail {
                         return Err(Error::Corrupted {
                             file: path,
                             offset: 0,
-                            reason,
+                            reason: bad.reason,
                         });
                     }
-                    self.quarantine(dead_letter, &path, 0, &bytes, &reason)?;
+                    self.quarantine(dead_letter, &path, 0, &bytes, &bad.reason)?;
                     out.skipped.push((path, 0, bytes.len() as u64));
                 }
             }
@@ -252,78 +251,54 @@ impl WalDir {
         let last_nonempty = contents.iter().rposition(|(_, _, b)| !b.is_empty());
         for (i, (g, path, bytes)) in contents.iter().enumerate() {
             let is_last = Some(i) == last_nonempty;
-            let mut pos = 0usize;
+            let mut end = 0usize;
             let mut last_seq = 0;
-            while pos < bytes.len() {
-                // The store already holds this batch: check it, but do not decode its entries.
-                if let Ok((FrameKind::Batch, writer, seq, len)) = frame::decode_seq(&bytes[pos..])
-                    && skippable(&writer, seq)
-                {
-                    last_seq = seq;
-                    out.last_seq = out.last_seq.max(seq);
-                    out.skipped_applied += 1;
-                    pos += len;
-                    continue;
-                }
-                match frame::decode(&bytes[pos..]) {
-                    Ok(f) if f.kind == FrameKind::Batch => {
-                        last_seq = f.batch.seq;
-                        out.last_seq = out.last_seq.max(f.batch.seq);
-                        out.batches.push(f.batch);
-                        pos += f.len;
-                    }
-                    result => {
-                        let rest = &bytes[pos..];
-                        let torn = matches!(result, Err(FrameError::Incomplete { .. }))
-                            || rest.iter().all(|b| *b == 0);
-                        if torn && is_last {
-                            tracing::warn!(file = %path.display(), offset = pos, len = rest.len(),
-                                "cutting an incomplete frame at the end of the log (a write torn by a crash)");
-                            let mut f = self
-                                .fs
-                                .open_append(path)
-                                .map_err(|e| self.io("open segment", path, e))?;
-                            f.truncate(pos as u64)
-                                .map_err(|e| self.io("truncate segment", path, e))?;
-                            f.sync().map_err(|e| self.io("sync segment", path, e))?;
-                            out.cut.push((path.clone(), pos as u64));
-                            break;
+            for item in SegmentReader::new(bytes, is_last, skippable) {
+                match item {
+                    Item::Frame(f) => {
+                        last_seq = f.seq;
+                        out.last_seq = out.last_seq.max(f.seq);
+                        match f.batch {
+                            Some(batch) => out.batches.push(batch),
+                            None => out.skipped_applied += 1,
                         }
-                        let reason = match result {
-                            Ok(_) => "a snapshot frame inside a segment".to_string(),
-                            Err(e) => e.to_string(),
-                        };
+                        end = f.offset + f.len;
+                    }
+                    Item::Torn(t) => {
+                        tracing::warn!(file = %path.display(), offset = t.offset, len = t.len, reason = %t.reason,
+                            "cutting an incomplete frame at the end of the log (a write torn by a crash)");
+                        let mut f = self
+                            .fs
+                            .open_append(path)
+                            .map_err(|e| self.io("open segment", path, e))?;
+                        f.truncate(t.offset as u64)
+                            .map_err(|e| self.io("truncate segment", path, e))?;
+                        f.sync().map_err(|e| self.io("sync segment", path, e))?;
+                        out.cut.push((path.clone(), t.offset as u64));
+                        end = t.offset;
+                    }
+                    Item::Corrupt(bad) => {
                         if policy == RecoveryPolicy::Fail {
                             return Err(Error::Corrupted {
                                 file: path.clone(),
-                                offset: pos as u64,
-                                reason,
+                                offset: bad.offset as u64,
+                                reason: bad.reason,
                             });
                         }
-                        // Skip to the next position where an intact frame starts.
-                        let mut next = pos + 1;
-                        while let Some(m) = frame::find_magic(bytes, next) {
-                            if frame::decode(&bytes[m..]).is_ok() {
-                                break;
-                            }
-                            next = m + 1;
-                        }
-                        let end = frame::find_magic(bytes, next)
-                            .filter(|m| frame::decode(&bytes[*m..]).is_ok())
-                            .unwrap_or(bytes.len());
-                        tracing::error!(file = %path.display(), offset = pos, len = end - pos, %reason,
+                        tracing::error!(file = %path.display(), offset = bad.offset, len = bad.len, reason = %bad.reason,
                             "skipping corrupt log bytes (recovery policy skip); they are in the dead-letter file");
-                        self.quarantine(dead_letter, path, pos as u64, &bytes[pos..end], &reason)?;
+                        let region = &bytes[bad.offset..bad.offset + bad.len];
+                        self.quarantine(dead_letter, path, bad.offset as u64, region, &bad.reason)?;
                         out.skipped
-                            .push((path.clone(), pos as u64, (end - pos) as u64));
-                        pos = end;
+                            .push((path.clone(), bad.offset as u64, bad.len as u64));
+                        end = bad.offset + bad.len;
                     }
                 }
             }
             st.closed.push(ClosedSegment {
                 generation: *g,
                 last_seq,
-                bytes: pos as u64,
+                bytes: end as u64,
             });
         }
         Ok(out)
