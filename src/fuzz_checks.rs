@@ -177,7 +177,8 @@ pub enum CaseFileKind {
     Snapshot,
     /// `{generation:020}.snap.tmp`: an unfinished snapshot, which recovery removes.
     Unfinished,
-    /// `{generation:021}.wal`: a name recovery must ignore (one digit too many).
+    /// `{generation:021}.wal` (one digit too many) for an even generation, `backup-{generation}.tmp`
+    /// for an odd one: names recovery must leave alone.
     Other,
 }
 
@@ -200,7 +201,8 @@ impl CaseFile {
             CaseFileKind::Segment => format!("{g:020}.wal"),
             CaseFileKind::Snapshot => format!("{g:020}.snap"),
             CaseFileKind::Unfinished => format!("{g:020}.snap.tmp"),
-            CaseFileKind::Other => format!("{g:021}.wal"),
+            CaseFileKind::Other if g.is_multiple_of(2) => format!("{g:021}.wal"),
+            CaseFileKind::Other => format!("backup-{g}.tmp"),
         }
     }
 }

@@ -372,3 +372,30 @@ fn batches_queued_behind_a_slow_store_are_written_together() {
     assert_eq!(store.applied_seq(buf.writer()).unwrap(), 60);
     buf.close().unwrap();
 }
+
+/// Opening a log removes only its own temporary files (an unfinished snapshot or repair), never an
+/// operator's `backup.tmp` that happens to sit in the directory.
+#[test]
+fn open_removes_only_the_logs_own_temporary_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = dir.path().join("wal");
+    std::fs::create_dir_all(&wal).unwrap();
+    let theirs = ["backup.tmp", "offsets.json.tmp", "1.snap.tmp"];
+    let ours = [
+        "00000000000000000003.snap.tmp",
+        "00000000000000000002.wal.repair.tmp",
+    ];
+    for name in theirs.iter().chain(&ours) {
+        std::fs::write(wal.join(name), b"not the log's").unwrap();
+    }
+    let mut c = CommitBufferConfig::new(&wal);
+    c.flush_interval = None;
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), c).unwrap();
+    buf.close().unwrap();
+    for name in theirs {
+        assert!(wal.join(name).exists(), "{name} was removed");
+    }
+    for name in ours {
+        assert!(!wal.join(name).exists(), "{name} was left");
+    }
+}

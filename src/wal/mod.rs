@@ -5,7 +5,8 @@
 //! * `{generation:020}.wal`: segments of [frames](frame), written in generation order;
 //! * `{generation:020}.snap`: a snapshot of the whole store as of the end of segment `generation` (only for stores
 //!   that do not outlive the process, such as memory); segments up to `generation` are then obsolete;
-//! * `*.tmp`: a snapshot being written; removed at open.
+//! * `{generation:020}.snap.tmp`: a snapshot being written, and `{generation:020}.wal.repair.tmp`: a
+//!   segment being rewritten by `wal repair`; both removed at open. Other files are left alone.
 //!
 //! Recovery reads the newest intact snapshot and every later segment in order, through the one
 //! [`reader::SegmentReader`]. What a crash left of a write at the very end of the log is a torn tail:
@@ -92,6 +93,13 @@ fn snapshot_name(generation: u64) -> String {
     format!("{generation:020}.snap")
 }
 
+/// Whether `name` is a temporary file of the log's own (an unfinished snapshot or repair).
+fn is_own_temp(name: &str) -> bool {
+    [".snap.tmp", ".wal.repair.tmp"]
+        .iter()
+        .any(|suffix| parse_gen(name, suffix).is_some())
+}
+
 fn parse_gen(name: &str, suffix: &str) -> Option<u64> {
     let stem = name.strip_suffix(suffix)?;
     (stem.len() == 20 && stem.bytes().all(|c| c.is_ascii_digit()))
@@ -173,11 +181,11 @@ impl WalDir {
         let mut segments = Vec::new();
         let mut snapshots = Vec::new();
         for name in &names {
-            if name.ends_with(".tmp") {
+            if is_own_temp(name) {
                 let p = self.dir.join(name);
                 self.fs
                     .remove(&p)
-                    .map_err(|e| self.io("remove unfinished snapshot", &p, e))?;
+                    .map_err(|e| self.io("remove unfinished temporary file", &p, e))?;
             } else if let Some(g) = parse_gen(name, ".wal") {
                 segments.push(g);
             } else if let Some(g) = parse_gen(name, ".snap") {
