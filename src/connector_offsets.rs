@@ -191,8 +191,8 @@ impl OffsetsExport {
                         .into(),
                 ));
             };
-            let one =
-                ConnectorOffsets::from_json(Json::Object(members), "the document").map_err(bad)?;
+            let one = ConnectorOffsets::from_json(Json::Object(members), "the document")
+                .map_err(|e| in_connector(name, e))?;
             return Ok(OffsetsExport {
                 connectors: vec![(name.to_string(), one)],
             });
@@ -211,8 +211,8 @@ impl OffsetsExport {
                 if connector.is_some_and(|c| c != conn) {
                     continue;
                 }
-                let offsets = ConnectorOffsets::from_json(doc, &format!("connector `{conn}`"))
-                    .map_err(bad)?;
+                let offsets = ConnectorOffsets::from_json(doc, "its document")
+                    .map_err(|e| in_connector(&conn, e))?;
                 out.push((conn, offsets));
             }
         }
@@ -223,6 +223,12 @@ impl OffsetsExport {
         }
         Ok(OffsetsExport { connectors: out })
     }
+}
+
+/// An error in the document of `connector`: an export holds thousands of entries of many connectors,
+/// so `offsets[6999]` alone does not say where to look.
+fn in_connector(connector: &str, reason: String) -> Error {
+    Error::InvalidData(format!("connector `{connector}`: {reason}"))
 }
 
 #[cfg(test)]
@@ -259,6 +265,43 @@ mod tests {
             (b"{\"offset\":[]}", "unknown member `offset`"),
         ] {
             let e = ConnectorOffsets::parse(body).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+    }
+
+    #[test]
+    fn import_errors_name_the_connector_and_the_entry() {
+        let good = r#"{"partition":{"f":1},"offset":{"p":2}}"#;
+        let bad = r#"{"partition":{"f":1},"offset":5}"#;
+        let all = format!(
+            r#"{{"connectors":{{"a":{{"offsets":[{good}]}},"orders-source":{{"offsets":[{good},{good},{bad}]}}}}}}"#
+        );
+        let one = format!(r#"{{"offsets":[{good},{bad}]}}"#);
+        for (doc, connector, want) in [
+            (
+                &all,
+                None,
+                "connector `orders-source`: offsets[2]: the offset must be",
+            ),
+            (
+                &all,
+                Some("orders-source"),
+                "connector `orders-source`: offsets[2]: the offset must be",
+            ),
+            (
+                &one,
+                Some("orders-source"),
+                "connector `orders-source`: offsets[1]: the offset must be",
+            ),
+            (
+                &r#"{"connectors":{"b":{"offsets":{}}}}"#.to_string(),
+                None,
+                "connector `b`: `offsets` in its document must be an array",
+            ),
+        ] {
+            let e = OffsetsExport::parse(doc.as_bytes(), connector)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(want), "{e}");
         }
     }

@@ -232,6 +232,48 @@ fn export_reset_import_round_trip() {
     }
 }
 
+/// A bad entry deep in a big document: the error names the connector as well as the entry, in both
+/// shapes `import` reads, and nothing of the document is written, not even the connectors before
+/// the bad one.
+#[test]
+fn import_error_names_connector_and_entry_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    seed(&tmp.path().join("db"));
+    let db = url(tmp.path(), "db");
+    let before = ok(&cli(&["export", "--store", &db]));
+
+    let mut entries: Vec<String> = (0..6999)
+        .map(|i| format!(r#"{{"partition":{{"table":"t{i}"}},"offset":{{"lsn":{i}}}}}"#))
+        .collect();
+    entries.push(r#"{"partition":{"table":"t6999"},"offset":6999}"#.into());
+    let orders = format!(r#"{{"offsets":[{}]}}"#, entries.join(","));
+    // A valid connector first: an import writing connector by connector as it parsed would have
+    // written it before reaching the bad entry.
+    let all = format!(
+        r#"{{"connectors":{{"file-source":{{"offsets":[{{"partition":{{"filename":"/var/log/a.log"}},"offset":{{"position":1}}}}]}},"orders-source":{orders}}}}}"#
+    );
+    for (args, input) in [
+        (&["import", "--store", &db][..], &all),
+        (
+            &["import", "--store", &db, "--connector", "orders-source"],
+            &all,
+        ),
+        (
+            &["import", "--store", &db, "--connector", "orders-source"],
+            &orders,
+        ),
+    ] {
+        let out = cli_stdin(args, input.as_bytes());
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("connector `orders-source`: offsets[6999]: the offset must be"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(ok(&cli(&["export", "--store", &db])), before, "{args:?}");
+    }
+}
+
 #[test]
 fn migrate_dry_run_then_for_real_then_nothing_left() {
     let tmp = tempfile::tempdir().unwrap();
