@@ -13,7 +13,7 @@
 //! stderr. Commands per concern: [`ops`] (offsets), [`wal`] (the write-ahead log), [`serve`]
 //! (Kafka Connect's offsets REST API), [`bench`].
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -83,13 +83,25 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
+/// Whether log lines on stderr get colour codes: only for a terminal, and not when `NO_COLOR` is set
+/// to anything but the empty string (<https://no-color.org>). A file or pipe (a script, a CI log)
+/// gets plain text.
+fn use_colour(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
 /// Runs the tool.
 pub fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CONNECT_OFFSETS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let ansi = use_colour(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .init();
     let cli = Cli::parse();
     match run(cli.command) {
@@ -174,4 +186,19 @@ pub(crate) fn quoted(s: &str) -> String {
     let mut out = Vec::with_capacity(s.len() + 2);
     json::encode_str(s, &mut out);
     String::from_utf8(out).expect("the encoder writes UTF-8")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::use_colour;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(use_colour(true, None));
+        assert!(use_colour(true, Some(OsStr::new(""))));
+        assert!(!use_colour(true, Some(OsStr::new("1"))));
+        assert!(!use_colour(false, None));
+        assert!(!use_colour(false, Some(OsStr::new(""))));
+    }
 }
