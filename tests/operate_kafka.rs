@@ -272,3 +272,96 @@ fn rest_api_over_kafka() {
     assert!(msg.contains("have been reset successfully"), "{msg}");
     assert_eq!(call("GET", &o, None), (200, r#"{"offsets":[]}"#.into()));
 }
+
+/// `connect-offsets set` with the tool's default log level, stderr a pipe as in a script.
+fn quiet_set(store: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
+        .args([
+            "set",
+            "--store",
+            store,
+            "--connector",
+            "orders-source",
+            "--partition",
+            r#"{"table":"orders"}"#,
+            "--offset",
+            r#"{"lsn":42}"#,
+        ])
+        .env_remove("CONNECT_OFFSETS_STORE")
+        .env_remove("CONNECT_OFFSETS_LOG")
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap()
+}
+
+/// The first `set` on a fresh topic keeps librdkafka's own retries off the operator's stderr: on a
+/// fresh broker the transaction coordinator is still loading ("Coordinator load in progress:
+/// retrying", or "Not coordinator"), and dead brokers beside the live one in the bootstrap list
+/// refuse connections that librdkafka retries. Nothing in a pipe carries colour codes.
+#[test]
+fn first_set_keeps_transient_retries_and_colour_off_stderr() {
+    let live = kafka_util::bootstrap();
+    // Each of the store's three clients starts at a random bootstrap address: with six dead ones
+    // (nothing listens on ports 1-6) all three pick the live one first in 1 run of 343.
+    let dead: Vec<String> = (1..=6).map(|port| format!("127.0.0.1:{port}")).collect();
+    for bootstrap in [live.clone(), format!("{},{live}", dead.join(","))] {
+        let topic = kafka_util::unique_topic("quiet-set");
+        let store = format!(
+            "kafka://{bootstrap}/{topic}?partitions=25&replication=1&{}",
+            kafka_util::BOUNDS
+        );
+        let out = quiet_set(&store);
+        let err = text(&out.stderr);
+        ok(&out);
+        assert!(
+            !out.stderr.contains(&0x1b),
+            "{bootstrap}: colour codes in a pipe: {err:?}"
+        );
+        for noise in [
+            "retrying",
+            "Not coordinator",
+            "Coordinator load",
+            "Connection refused",
+        ] {
+            assert!(
+                !err.contains(noise),
+                "{bootstrap}: `{noise}` on stderr: {err}"
+            );
+        }
+        assert_eq!(
+            ok(&cli(&[
+                "get",
+                "--store",
+                &store,
+                "--connector",
+                "orders-source",
+                "--partition",
+                r#"{"table":"orders"}"#,
+            ]))
+            .trim(),
+            r#"{"partition":{"table":"orders"},"offset":{"lsn":42}}"#
+        );
+    }
+}
+
+/// No broker at all is not transient: the command fails naming the brokers and librdkafka's last
+/// error, though the refused connections themselves were logged at debug (and nothing in a pipe
+/// carries colour codes).
+#[test]
+fn set_without_any_broker_says_so() {
+    let topic = kafka_util::unique_topic("no-broker");
+    let out = quiet_set(&format!(
+        "kafka://127.0.0.1:1/{topic}?partitions=1&replication=1&timeout.ms=2000"
+    ));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        !out.stderr.contains(&0x1b),
+        "colour codes in a pipe: {err:?}"
+    );
+    assert!(
+        err.contains("error: reaching the Kafka brokers 127.0.0.1:1"),
+        "{err}"
+    );
+    assert!(err.contains("Broker transport failure"), "{err}");
+}

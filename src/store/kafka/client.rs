@@ -85,26 +85,93 @@ pub(crate) fn is_auth(error: &KafkaError) -> bool {
     )
 }
 
+/// How loud a line of librdkafka's log is. librdkafka retries transient failures by itself (a
+/// coordinator still loading, a broker connection refused or dropped): those lines are debug, not
+/// news for the operator. If the failure lasts, the operation times out naming librdkafka's last
+/// error, which the context keeps whatever the level.
+pub(crate) fn log_line_level(level: RDKafkaLogLevel, fac: &str, msg: &str) -> tracing::Level {
+    use tracing::Level;
+    match level {
+        // librdkafka warns once per client about each property that only the other client type
+        // uses; every property goes to all three clients, so that is expected.
+        _ if fac == "CONFWARN" => Level::DEBUG,
+        // A broker connection failed; librdkafka reconnects. Every such line of level error or
+        // worse also comes to `error` with its code, which decides there (an SSL or SASL failure
+        // stays visible, a refused or dropped connection does not).
+        _ if fac == "FAIL" => Level::DEBUG,
+        // librdkafka's own retry, e.g. GETPID "Failed to acquire transactional PID from broker
+        // TxnCoordinator/1: Broker: Coordinator load in progress: retrying" (its fatal errors take
+        // another path and never say "retrying").
+        _ if msg.trim_end().ends_with(": retrying") => Level::DEBUG,
+        RDKafkaLogLevel::Emerg
+        | RDKafkaLogLevel::Alert
+        | RDKafkaLogLevel::Critical
+        | RDKafkaLogLevel::Error => Level::ERROR,
+        RDKafkaLogLevel::Warning => Level::WARN,
+        RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => Level::INFO,
+        RDKafkaLogLevel::Debug => Level::DEBUG,
+    }
+}
+
+/// How loud an error librdkafka reports through the context is: debug when it is transient and
+/// librdkafka retries by itself, else warn.
+pub(crate) fn error_level(error: &KafkaError) -> tracing::Level {
+    let transient = match error {
+        KafkaError::Transaction(rde) => rde.is_retriable() && !rde.is_fatal(),
+        e => e.rdkafka_error_code().is_some_and(is_transient_code),
+    };
+    if transient {
+        tracing::Level::DEBUG
+    } else {
+        tracing::Level::WARN
+    }
+}
+
+/// Codes of failures that pass by themselves and that librdkafka retries: Kafka's retriable
+/// coordinator, leadership and replication errors, and a broker connection that failed or timed
+/// out. Not `AllBrokersDown` (no broker reachable at all is what the operator must see while a
+/// command waits), nor authentication, SSL, name resolution or unknown topics (a configuration
+/// that needs fixing).
+pub(crate) fn is_transient_code(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::BrokerTransportFailure
+            | RDKafkaErrorCode::OperationTimedOut
+            | RDKafkaErrorCode::WaitingForCoordinator
+            | RDKafkaErrorCode::NotCoordinator
+            | RDKafkaErrorCode::CoordinatorNotAvailable
+            | RDKafkaErrorCode::CoordinatorLoadInProgress
+            | RDKafkaErrorCode::NotLeaderForPartition
+            | RDKafkaErrorCode::LeaderNotAvailable
+            | RDKafkaErrorCode::PreferredLeaderNotAvailable
+            | RDKafkaErrorCode::UnknownLeaderEpoch
+            | RDKafkaErrorCode::FencedLeaderEpoch
+            | RDKafkaErrorCode::RequestTimedOut
+            | RDKafkaErrorCode::NetworkException
+            | RDKafkaErrorCode::NotEnoughReplicas
+            | RDKafkaErrorCode::NotEnoughReplicasAfterAppend
+            | RDKafkaErrorCode::KafkaStorageError
+            | RDKafkaErrorCode::ConcurrentTransactions
+            | RDKafkaErrorCode::OffsetNotAvailable
+    )
+}
+
+/// One librdkafka line into `tracing` at `level` (the macros take the level as a constant).
+fn emit(level: tracing::Level, role: &str, fac: &str, msg: &str) {
+    use tracing::Level;
+    match level {
+        Level::ERROR => tracing::error!(target: "librdkafka", role, fac, "{msg}"),
+        Level::WARN => tracing::warn!(target: "librdkafka", role, fac, "{msg}"),
+        Level::INFO => tracing::info!(target: "librdkafka", role, fac, "{msg}"),
+        Level::DEBUG => tracing::debug!(target: "librdkafka", role, fac, "{msg}"),
+        _ => tracing::trace!(target: "librdkafka", role, fac, "{msg}"),
+    }
+}
+
 impl ClientContext for Ctx {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
         let msg = self.scrub(log_message);
-        let role = self.role.as_str();
-        match level {
-            // librdkafka warns once per client about each property that only the other client type
-            // uses; every property goes to all three clients, so that is expected.
-            _ if fac == "CONFWARN" => {
-                tracing::debug!(target: "librdkafka", role, fac, "{msg}")
-            }
-            RDKafkaLogLevel::Emerg
-            | RDKafkaLogLevel::Alert
-            | RDKafkaLogLevel::Critical
-            | RDKafkaLogLevel::Error => tracing::error!(target: "librdkafka", role, fac, "{msg}"),
-            RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", role, fac, "{msg}"),
-            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
-                tracing::info!(target: "librdkafka", role, fac, "{msg}")
-            }
-            RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", role, fac, "{msg}"),
-        }
+        emit(log_line_level(level, fac, &msg), &self.role, fac, &msg);
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
@@ -112,7 +179,11 @@ impl ClientContext for Ctx {
         if is_auth(&error) {
             self.auth_failed.store(true, Ordering::SeqCst);
         }
-        tracing::warn!(target: "librdkafka", role = %self.role, "{text}");
+        if error_level(&error) == tracing::Level::DEBUG {
+            tracing::debug!(target: "librdkafka", role = %self.role, "{text}");
+        } else {
+            tracing::warn!(target: "librdkafka", role = %self.role, "{text}");
+        }
         if let Ok(mut last) = self.last_error.lock() {
             *last = Some(text);
         }
@@ -189,4 +260,111 @@ pub(crate) fn auth_error(bootstrap: &str, reason: &str) -> Error {
              and sasl.password)"
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing::Level;
+
+    #[test]
+    fn transient_librdkafka_lines_go_to_debug() {
+        let warn = RDKafkaLogLevel::Warning;
+        let err = RDKafkaLogLevel::Error;
+        for (level, fac, msg, want) in [
+            // What a first transactional `set` on a fresh broker printed.
+            (
+                warn,
+                "GETPID",
+                "[thrd:main]: Failed to acquire transactional PID from broker TxnCoordinator/1: \
+                 Broker: Coordinator load in progress: retrying",
+                Level::DEBUG,
+            ),
+            (
+                warn,
+                "GETPID",
+                "Failed to acquire transactional PID from broker 127.0.0.1:9092/1: Broker: Not \
+                 coordinator: retrying",
+                Level::DEBUG,
+            ),
+            (
+                err,
+                "FAIL",
+                "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused \
+                 (after 0ms in state CONNECT)",
+                Level::DEBUG,
+            ),
+            (
+                warn,
+                "CONFWARN",
+                "Configuration property x is a consumer property",
+                Level::DEBUG,
+            ),
+            // Not retried: stays visible.
+            (
+                warn,
+                "GETPID",
+                "Acquired invalid PID{-1,-1}: ignoring",
+                Level::WARN,
+            ),
+            (
+                warn,
+                "REQTMOUT",
+                "Timed out 3 in-flight, 0 retry-queued requests",
+                Level::WARN,
+            ),
+            (
+                err,
+                "TXNERR",
+                "Current transaction failed in state InTransaction",
+                Level::ERROR,
+            ),
+            (
+                RDKafkaLogLevel::Critical,
+                "FATAL",
+                "Fatal error: fenced",
+                Level::ERROR,
+            ),
+            (RDKafkaLogLevel::Info, "TXN", "retrying soon", Level::INFO),
+        ] {
+            assert_eq!(log_line_level(level, fac, msg), want, "{fac} {msg}");
+        }
+    }
+
+    #[test]
+    fn transient_librdkafka_errors_go_to_debug() {
+        use RDKafkaErrorCode as C;
+        for code in [
+            C::BrokerTransportFailure,
+            C::NotCoordinator,
+            C::CoordinatorNotAvailable,
+            C::CoordinatorLoadInProgress,
+            C::NotLeaderForPartition,
+            C::RequestTimedOut,
+        ] {
+            assert_eq!(
+                error_level(&KafkaError::Global(code)),
+                Level::DEBUG,
+                "{code:?}"
+            );
+        }
+        for code in [
+            C::AllBrokersDown,
+            C::Authentication,
+            C::SaslAuthenticationFailed,
+            C::SSL,
+            C::Resolve,
+            C::UnknownTopicOrPartition,
+            C::TopicAuthorizationFailed,
+            C::ProducerFenced,
+            C::InvalidProducerEpoch,
+            C::Fatal,
+        ] {
+            assert_eq!(
+                error_level(&KafkaError::Global(code)),
+                Level::WARN,
+                "{code:?}"
+            );
+        }
+    }
 }
