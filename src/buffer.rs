@@ -59,7 +59,10 @@ pub enum WhenFull {
 }
 
 /// Observes every sealed batch before it is written (tests build their reference model from it).
+#[cfg(feature = "testkit")]
 pub type SealObserver = Arc<dyn Fn(&Batch) + Send + Sync>;
+#[cfg(not(feature = "testkit"))]
+pub(crate) type SealObserver = Arc<dyn Fn(&Batch) + Send + Sync>;
 
 /// Configuration of a [`CommitBuffer`].
 #[derive(Clone)]
@@ -87,12 +90,10 @@ pub struct CommitBufferConfig {
     pub recovery: RecoveryPolicy,
     /// Where recovery puts bytes it skips (default `<wal_dir>/dead-letter.jsonl`).
     pub dead_letter: Option<PathBuf>,
-    /// The log's file system (real by default; a crash simulator in tests).
-    pub fs: Arc<dyn WalFs>,
-    /// Called at every crash point (tests).
-    pub crash_hook: Option<Arc<dyn CrashHook>>,
-    /// Sees every sealed batch (tests).
-    pub observer: Option<SealObserver>,
+    // The test kit's seams: set through the `testkit` feature's setters below.
+    pub(crate) fs: Arc<dyn WalFs>,
+    pub(crate) crash_hook: Option<Arc<dyn CrashHook>>,
+    pub(crate) observer: Option<SealObserver>,
 }
 
 impl std::fmt::Debug for CommitBufferConfig {
@@ -131,6 +132,27 @@ impl CommitBufferConfig {
             crash_hook: None,
             observer: None,
         }
+    }
+
+    /// The log's file system (the real one unless set).
+    #[cfg(feature = "testkit")]
+    pub fn with_fs(&mut self, fs: Arc<dyn WalFs>) -> &mut Self {
+        self.fs = fs;
+        self
+    }
+
+    /// A hook called at every crash point.
+    #[cfg(feature = "testkit")]
+    pub fn with_crash_hook(&mut self, hook: Option<Arc<dyn CrashHook>>) -> &mut Self {
+        self.crash_hook = hook;
+        self
+    }
+
+    /// A function that sees every sealed batch before it is written.
+    #[cfg(feature = "testkit")]
+    pub fn with_observer(&mut self, observer: Option<SealObserver>) -> &mut Self {
+        self.observer = observer;
+        self
     }
 
     /// Sets one property by Kafka Connect's name (`offset.flush.interval.ms`,
@@ -881,7 +903,7 @@ impl LogThread {
     }
 
     fn poison(&self, epoch: u64, e: Error, merge: Option<(Entries, Option<Instant>)>) {
-        if !matches!(e, Error::Crashed(_)) {
+        if !e.is_simulated_crash() {
             tracing::error!(writer = %self.shared.writer, error = %e, "the write-ahead log failed; reopen the buffer to recover");
         }
         let e = Arc::new(e);

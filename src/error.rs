@@ -108,7 +108,8 @@ pub enum Error {
     #[error("fenced: {0}")]
     Fenced(String),
 
-    /// A simulated crash from the fault-injection layer (tests only ever see this).
+    /// A simulated crash from the test kit's fault injection.
+    #[cfg(feature = "testkit")]
     #[error("simulated crash at {0}")]
     Crashed(String),
 
@@ -118,10 +119,21 @@ pub enum Error {
 }
 
 impl Error {
+    /// True for a crash the test kit simulated (never in a build without it).
+    pub(crate) fn is_simulated_crash(&self) -> bool {
+        #[cfg(feature = "testkit")]
+        if let Error::Crashed(_) = self {
+            return true;
+        }
+        false
+    }
+
     /// True for errors after which retrying cannot help: the process (or writer) is done.
     pub fn is_fatal(&self) -> bool {
         match self {
-            Error::Crashed(_) | Error::Fenced(_) | Error::Closed(_) => true,
+            #[cfg(feature = "testkit")]
+            Error::Crashed(_) => true,
+            Error::Fenced(_) | Error::Closed(_) => true,
             Error::CommitFailed(inner) => inner.is_fatal(),
             _ => false,
         }

@@ -16,8 +16,9 @@
 //!
 //! Whatever instant the process dies at, reopening gives: no acknowledged batch lost; the store equal to
 //! batches `1..k` applied in order for some `k` at least the last acknowledged; no batch applied twice;
-//! no offset moving backwards. The [`crash`] points name every step where a process can die, and the
-//! [`scenario`] model checks these four invariants in the property tests and the fuzz target.
+//! no offset moving backwards. The [`crash`] points name every step where a process can die; the
+//! crate's test kit (feature `testkit`, not a stable API) checks these four invariants at each of them
+//! in the property tests and the fuzz targets.
 //!
 //! # Backends
 //!
@@ -54,17 +55,20 @@
 #![warn(missing_docs)]
 pub mod buffer;
 pub mod codec;
+#[cfg(feature = "testkit")]
 pub mod conformance;
 pub mod connector_offsets;
 pub mod crash;
 pub mod dead_letter;
 pub mod error;
+#[cfg(feature = "testkit")]
 #[doc(hidden)]
 pub mod fuzz_checks;
 pub mod metrics;
 pub mod migrate;
 pub mod model;
 pub mod policy;
+#[cfg(feature = "testkit")]
 pub mod scenario;
 pub mod store;
 pub mod wal;

@@ -281,8 +281,8 @@ impl<'f> Scenario<'f> {
             });
             let mut config = CommitBufferConfig::new("/wal");
             config.writer = WRITER.into();
-            config.fs = Arc::new(self.sim.clone());
-            config.crash_hook = Some(Arc::clone(&plan) as Arc<dyn CrashHook>);
+            config.with_fs(Arc::new(self.sim.clone()));
+            config.with_crash_hook(Some(Arc::clone(&plan) as Arc<dyn CrashHook>));
             config.flush_interval = None;
             config.flush_timeout = self.options.commit_timeout;
             config.segment_bytes = self.options.segment_bytes;

@@ -18,7 +18,7 @@ fn pos(n: i64) -> Offset {
 
 fn sim_config(sim: &SimFs) -> CommitBufferConfig {
     let mut c = CommitBufferConfig::new("/wal");
-    c.fs = Arc::new(sim.clone());
+    c.with_fs(Arc::new(sim.clone()));
     c.flush_interval = None;
     c.dead_letter = None;
     c

@@ -98,7 +98,7 @@ fn write_log(trailing_empty: bool) -> Log {
 
 fn config(sim: &SimFs) -> CommitBufferConfig {
     let mut c = CommitBufferConfig::new("/wal");
-    c.fs = Arc::new(sim.clone());
+    c.with_fs(Arc::new(sim.clone()));
     c.flush_interval = None;
     c.dead_letter = None;
     c

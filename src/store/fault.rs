@@ -18,12 +18,14 @@ pub trait ApplyFault: Send + Sync + std::fmt::Debug {
 
 /// Fails `apply` once, after staging `after_entries` entries (or before commit when the batch has no
 /// more entries than that).
+#[cfg(feature = "testkit")]
 #[derive(Debug)]
 pub struct FailMidway {
     after_entries: usize,
     armed: std::sync::atomic::AtomicBool,
 }
 
+#[cfg(feature = "testkit")]
 impl FailMidway {
     /// A fault that fires once, after `after_entries` entries are staged.
     pub fn new(after_entries: usize) -> Self {
@@ -49,6 +51,7 @@ impl FailMidway {
     }
 }
 
+#[cfg(feature = "testkit")]
 impl ApplyFault for FailMidway {
     fn before_entry(&self, batch: &Batch, index: usize) -> Result<()> {
         if index == self.after_entries {

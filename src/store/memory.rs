@@ -2,7 +2,7 @@
 //! [`CommitBuffer`](crate::buffer::CommitBuffer) it survives restarts by log replay.
 //!
 //! Compact by design: each offset is one heap allocation holding the bytes Kafka Connect would write
-//! for it (the partition's JSON and the offset's JSON, see [`Entry`]), in a hash set per connector.
+//! for it (the partition's JSON and the offset's JSON, see `Entry`), in a hash set per connector.
 //! A million small offsets take about 1.3 to 1.6 times their Connect key and value bytes
 //! (`cargo bench --bench footprint`), where maps of decoded values took 5 to 10 times. Values are
 //! decoded on `get`; what comes back is what Connect would read back (bytes as their Base64 string),

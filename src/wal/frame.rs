@@ -18,7 +18,7 @@
 //! never synced, so never acknowledged) and recovery may cut it; a header that fails its checksum is
 //! rot, which recovery refuses as corruption even at the very end of the log, because the frame it
 //! belongs to may have been acknowledged. A header itself cut short is a torn write when the bytes
-//! present are the start of a header (see [`check`]). The magic lets a recovery that was told to skip
+//! present are the start of a header (see `check`). The magic lets a recovery that was told to skip
 //! corruption find the next frame.
 //!
 //! Version 1 frames (16-byte header, no header checksum) are still read: a length of theirs that
@@ -251,7 +251,7 @@ fn check(bytes: &[u8]) -> Result<Checked, FrameError> {
 }
 
 /// True when `bytes` can be what a crash left of one frame's write: the start of a header (see
-/// [`check`]), a whole header that checks out with a length past the end, or zeros after at most the
+/// `check`), a whole header that checks out with a length past the end, or zeros after at most the
 /// start of a header (some file systems leave the unwritten end of a file as zeros). A rotted header
 /// of a whole frame is none of these, nor is a whole frame whose payload fails its checksum.
 pub fn could_be_torn(bytes: &[u8]) -> bool {

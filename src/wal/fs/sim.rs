@@ -1,0 +1,375 @@
+//! A crash-simulating file system for the test kit.
+//!
+//! [`SimFs`] keeps two images of every file and of the directory listing: what the process sees
+//! ("live") and what would survive a power loss ("durable"). `sync` makes a file's bytes durable;
+//! `sync_dir` makes creations, renames and removals durable. [`SimFs::crash`] throws away everything
+//! not durable, except that a crash inside a write may leave a prefix of the unsynced bytes (a torn
+//! write), as a real disk can.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::{WalFile, WalFs};
+use crate::crash::{CrashHook, CrashPoint};
+
+/// A crash-simulating in-memory file system (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub struct SimFs {
+    inner: Arc<Mutex<SimState>>,
+}
+
+#[derive(Debug, Default)]
+struct SimState {
+    /// File contents as the process sees them, and the durable prefix length of each.
+    files: BTreeMap<PathBuf, SimFile>,
+    /// Directory entries that would survive a crash: path → file id.
+    durable_names: BTreeMap<PathBuf, u64>,
+    /// Live directory entries: path → file id.
+    live_names: BTreeMap<PathBuf, u64>,
+    dirs: BTreeSet<PathBuf>,
+    locks: BTreeSet<PathBuf>,
+    next_id: u64,
+    hook: Option<Arc<dyn CrashHook>>,
+    /// A torn write to keep at the next crash: file id and the bytes that reached it.
+    torn: Option<(u64, usize)>,
+    /// Appends still to fail with an I/O error (not a crash): a full disk, say.
+    failing_appends: u32,
+    writes: u64,
+    syncs: u64,
+}
+
+#[derive(Debug, Default, Clone)]
+struct SimFile {
+    data: Vec<u8>,
+    durable: Vec<u8>,
+}
+
+impl SimState {
+    fn id_of(&self, path: &Path) -> io::Result<u64> {
+        self.live_names.get(path).copied().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} not found", path.display()),
+            )
+        })
+    }
+}
+
+#[derive(Debug)]
+struct SimHandle {
+    fs: SimFs,
+    id: u64,
+    path: PathBuf,
+}
+
+fn dead() -> io::Error {
+    io::Error::other("simulated crash: the process is dead")
+}
+
+impl SimFs {
+    /// An empty file system.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Installs the crash hook consulted inside writes (and whose crash makes every call fail).
+    pub fn set_hook(&self, hook: Option<Arc<dyn CrashHook>>) {
+        self.inner.lock().expect("sim lock").hook = hook;
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, SimState> {
+        self.inner.lock().expect("sim lock")
+    }
+
+    fn is_dead(st: &SimState) -> bool {
+        st.hook.as_ref().is_some_and(|h| h.is_dead())
+    }
+
+    /// Simulates power loss: unsynced bytes and unsynced directory changes vanish (a torn write
+    /// keeps its prefix), locks are released, and the hook is removed.
+    pub fn crash(&self) {
+        let mut st = self.state();
+        let torn = st.torn.take();
+        let durable_names = st.durable_names.clone();
+        let live_ids: BTreeSet<u64> = durable_names.values().copied().collect();
+        st.files
+            .retain(|id, _| live_ids.contains(&Self::id_num(id)));
+        for (path, f) in st.files.iter_mut() {
+            let id = Self::id_num(path);
+            let mut data = f.durable.clone();
+            if let Some((tid, keep)) = torn
+                && tid == id
+            {
+                let extra = f.data.get(f.durable.len()..).unwrap_or(&[]);
+                data.extend_from_slice(&extra[..keep.min(extra.len())]);
+            }
+            f.data = data.clone();
+            f.durable = data;
+        }
+        st.live_names = durable_names;
+        st.locks.clear();
+        st.hook = None;
+    }
+
+    // Files are stored under a synthetic path "/#<id>" so names and contents stay separate.
+    fn id_path(id: u64) -> PathBuf {
+        PathBuf::from(format!("/#{id}"))
+    }
+    fn id_num(p: &Path) -> u64 {
+        p.to_string_lossy()
+            .trim_start_matches("/#")
+            .parse()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// The live contents of `path` (tests).
+    pub fn contents(&self, path: &Path) -> Option<Vec<u8>> {
+        let st = self.state();
+        let id = *st.live_names.get(path)?;
+        st.files.get(&Self::id_path(id)).map(|f| f.data.clone())
+    }
+
+    /// Replaces the contents of `path`, durably (tests and fuzzing: arbitrary segment bytes).
+    pub fn put(&self, path: &Path, bytes: &[u8]) {
+        let mut st = self.state();
+        if let Some(parent) = path.parent() {
+            st.dirs.insert(parent.to_path_buf());
+        }
+        let id = match st.live_names.get(path) {
+            Some(id) => *id,
+            None => {
+                st.next_id += 1;
+                st.next_id
+            }
+        };
+        st.live_names.insert(path.to_path_buf(), id);
+        st.durable_names.insert(path.to_path_buf(), id);
+        st.files.insert(
+            Self::id_path(id),
+            SimFile {
+                data: bytes.to_vec(),
+                durable: bytes.to_vec(),
+            },
+        );
+    }
+
+    /// Makes the next `n` appends fail with an I/O error (the process lives on).
+    pub fn fail_appends(&self, n: u32) {
+        self.state().failing_appends = n;
+    }
+
+    /// How many appends and file syncs were made.
+    pub fn counts(&self) -> (u64, u64) {
+        let st = self.state();
+        (st.writes, st.syncs)
+    }
+
+    /// Total live bytes of the files in `dir`.
+    pub fn dir_bytes(&self, dir: &Path) -> u64 {
+        let st = self.state();
+        st.live_names
+            .iter()
+            .filter(|(p, _)| p.parent() == Some(dir))
+            .filter_map(|(_, id)| st.files.get(&Self::id_path(*id)))
+            .map(|f| f.data.len() as u64)
+            .sum()
+    }
+}
+
+impl WalFile for SimHandle {
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let mut st = self.fs.state();
+        if SimFs::is_dead(&st) {
+            return Err(dead());
+        }
+        st.writes += 1;
+        if st.failing_appends > 0 {
+            st.failing_appends -= 1;
+            // Like a write that ran out of space halfway: part of it reached the file.
+            let f = st
+                .files
+                .get_mut(&SimFs::id_path(self.id))
+                .ok_or_else(dead)?;
+            f.data.extend_from_slice(&bytes[..bytes.len() / 2]);
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                "simulated: no space left on device",
+            ));
+        }
+        let hook = st.hook.clone();
+        if let Some(h) = hook
+            && h.at(CrashPoint::InsideWalWrite).is_err()
+        {
+            let keep = h.torn_len(bytes.len());
+            let f = st
+                .files
+                .get_mut(&SimFs::id_path(self.id))
+                .ok_or_else(dead)?;
+            f.data.extend_from_slice(&bytes[..keep]);
+            st.torn = Some((self.id, usize::MAX));
+            return Err(dead());
+        }
+        let f = st
+            .files
+            .get_mut(&SimFs::id_path(self.id))
+            .ok_or_else(dead)?;
+        f.data.extend_from_slice(bytes);
+        Ok(())
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        let mut st = self.fs.state();
+        if SimFs::is_dead(&st) {
+            return Err(dead());
+        }
+        st.syncs += 1;
+        let f = st
+            .files
+            .get_mut(&SimFs::id_path(self.id))
+            .ok_or_else(dead)?;
+        f.durable = f.data.clone();
+        Ok(())
+    }
+    fn len(&self) -> u64 {
+        let st = self.fs.state();
+        st.files
+            .get(&SimFs::id_path(self.id))
+            .map_or(0, |f| f.data.len() as u64)
+    }
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        let mut st = self.fs.state();
+        if SimFs::is_dead(&st) {
+            return Err(dead());
+        }
+        let f = st
+            .files
+            .get_mut(&SimFs::id_path(self.id))
+            .ok_or_else(dead)?;
+        f.data.truncate(len as usize);
+        // Shrinking is made durable by the sync that follows it; model it as immediate and pessimistic.
+        if f.durable.len() > f.data.len() {
+            f.durable.truncate(len as usize);
+        }
+        let _ = &self.path;
+        Ok(())
+    }
+}
+
+impl WalFs for SimFs {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        let mut st = self.state();
+        if SimFs::is_dead(&st) {
+            return Err(dead());
+        }
+        st.dirs.insert(dir.to_path_buf());
+        Ok(())
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let st = self.state();
+        if SimFs::is_dead(&st) {
+            return Err(dead());
+        }
+        Ok(st
+            .live_names
+            .keys()
+            .filter(|p| p.parent() == Some(dir))
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect())
+    }
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        let st = self.state();
+        if SimFs::is_dead(&st) {
+            return Err(dead());
+        }
+        let id = st.id_of(path)?;
+        Ok(st
+            .files
+            .get(&SimFs::id_path(id))
+            .map(|f| f.data.clone())
+            .unwrap_or_default())
+    }
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WalFile>> {
+        let mut st = self.state();
+        if SimFs::is_dead(&st) {
+            return Err(dead());
+        }
+        let id = match st.live_names.get(path) {
+            Some(id) => *id,
+            None => {
+                st.next_id += 1;
+                let id = st.next_id;
+                st.live_names.insert(path.to_path_buf(), id);
+                st.files.insert(SimFs::id_path(id), SimFile::default());
+                id
+            }
+        };
+        Ok(Box::new(SimHandle {
+            fs: self.clone(),
+            id,
+            path: path.to_path_buf(),
+        }))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut st = self.state();
+        if SimFs::is_dead(&st) {
+            return Err(dead());
+        }
+        let id = st.id_of(from)?;
+        st.live_names.remove(from);
+        st.live_names.insert(to.to_path_buf(), id);
+        Ok(())
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        let mut st = self.state();
+        if SimFs::is_dead(&st) {
+            return Err(dead());
+        }
+        st.id_of(path)?;
+        st.live_names.remove(path);
+        Ok(())
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut st = self.state();
+        if SimFs::is_dead(&st) {
+            return Err(dead());
+        }
+        let live: Vec<(PathBuf, u64)> = st
+            .live_names
+            .iter()
+            .filter(|(p, _)| p.parent() == Some(dir))
+            .map(|(p, i)| (p.clone(), *i))
+            .collect();
+        st.durable_names.retain(|p, _| p.parent() != Some(dir));
+        st.durable_names.extend(live);
+        Ok(())
+    }
+    fn lock(&self, dir: &Path) -> io::Result<Box<dyn std::any::Any + Send + Sync>> {
+        let mut st = self.state();
+        if SimFs::is_dead(&st) {
+            return Err(dead());
+        }
+        if !st.locks.insert(dir.to_path_buf()) {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "another process holds the log (LOCK is taken)",
+            ));
+        }
+        Ok(Box::new(SimLock {
+            fs: self.clone(),
+            dir: dir.to_path_buf(),
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct SimLock {
+    fs: SimFs,
+    dir: PathBuf,
+}
+
+impl Drop for SimLock {
+    fn drop(&mut self) {
+        self.fs.state().locks.remove(&self.dir);
+    }
+}
