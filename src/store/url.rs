@@ -64,21 +64,21 @@ pub(crate) fn redact(raw: &str) -> String {
     format!("{base}?{}", parts.join("&"))
 }
 
+/// `s` percent-decoded as UTF-8; `None` for bytes that are not UTF-8 or a `%` without two hex digits
+/// after it (which `percent-encoding` would pass through: in a store URL it is a mistake to report).
 fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
+    let malformed = s.split('%').skip(1).any(|rest| {
+        !rest
+            .get(..2)
+            .is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+    });
+    if malformed {
+        return None;
     }
-    String::from_utf8(out).ok()
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8()
+        .ok()
+        .map(std::borrow::Cow::into_owned)
 }
 
 impl StoreUrl {

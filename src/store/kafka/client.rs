@@ -219,8 +219,8 @@ impl Wake for ThreadWaker {
 }
 
 /// Runs `fut` on this thread until it completes or `timeout` passes (`None`). The admin client's
-/// futures are completed by its own polling thread, so they need no runtime: parking until woken is
-/// all an executor has to do here, and it costs no dependency.
+/// futures are completed by its own polling thread, so parking until woken is all an executor has to
+/// do; kept over `pollster` or `futures-executor`, whose `block_on` cannot give up at a deadline.
 pub(crate) fn block_on<F: Future>(fut: F, timeout: Duration) -> Option<F::Output> {
     let mut fut = std::pin::pin!(fut);
     let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
