@@ -41,8 +41,9 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static A: Counting = Counting;
 
-/// The shapes of the README's workloads and of Connect's own connectors: a file source's partition
-/// (`filename`) with a `position`, and a database connector's (`server`, `table`) with a log position.
+/// The shapes of `connect-offsets bench`'s workload (the memory table of docs/benchmarks.md) and of
+/// Connect's own connectors: a file source's partition (`filename`) with a `position`, and a
+/// database connector's (`server`, `table`) with a log position.
 fn entry(shape: &str, i: u64) -> (OffsetKey, Offset) {
     match shape {
         "bench" => (
