@@ -346,7 +346,10 @@ impl CommitBuffer {
     /// Opens the log in `config.wal_dir`, replays into `store` every batch it holds that the store
     /// has not applied, and starts the log and apply threads.
     pub fn open(store: Arc<dyn OffsetStore>, config: CommitBufferConfig) -> Result<CommitBuffer> {
-        let dead_letter = config.dead_letter.as_ref().map(DeadLetterFile::new);
+        let dead_letter = config
+            .dead_letter
+            .as_ref()
+            .map(|p| DeadLetterFile::new(p).with_fs(Arc::clone(&config.fs)));
         // Batches the store already holds are checked in the log but not decoded.
         let applied_before = store.applied_seq(&config.writer)?;
         let (wal, recovered) = WalDir::open_skipping(

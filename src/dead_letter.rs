@@ -5,17 +5,18 @@
 //! names the file and byte offset, or the topic, partition and offset (with the record key and value
 //! in `key_b64` / `value_b64` for Kafka records).
 
-use std::fs::OpenOptions;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::codec::json::{base64, encode_str};
+use crate::wal::fs::{RealFs, WalFs};
 use crate::{Error, Result};
 
 /// An append-only dead-letter file.
 #[derive(Debug, Clone)]
 pub struct DeadLetterFile {
     path: PathBuf,
+    fs: Arc<dyn WalFs>,
 }
 
 /// One record for the dead-letter file.
@@ -34,7 +35,10 @@ pub struct DeadLetter<'a> {
 impl DeadLetterFile {
     /// A dead-letter file at `path` (created on first write, mode 0600).
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        DeadLetterFile { path: path.into() }
+        DeadLetterFile {
+            path: path.into(),
+            fs: Arc::new(RealFs),
+        }
     }
 
     /// Where it is.
@@ -42,9 +46,14 @@ impl DeadLetterFile {
         &self.path
     }
 
+    /// The same file, written through `fs` (the log's file system, so a simulated crash reaches it).
+    pub fn with_fs(mut self, fs: Arc<dyn WalFs>) -> Self {
+        self.fs = fs;
+        self
+    }
+
     /// Appends one record and syncs it.
     pub fn write(&self, letter: &DeadLetter<'_>) -> Result<()> {
-        use std::os::unix::fs::OpenOptionsExt;
         let mut line = Vec::with_capacity(256);
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -72,20 +81,28 @@ impl DeadLetterFile {
             }
         }
         line.extend_from_slice(b"}\n");
-        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
+        let parent = self.path.parent().filter(|p| !p.as_os_str().is_empty());
+        if let Some(parent) = parent {
+            self.fs
+                .create_dir_all(parent)
                 .map_err(|e| Error::io("create directory", parent, e))?;
         }
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&self.path)
+        let mut f = self
+            .fs
+            .open_append(&self.path)
             .map_err(|e| Error::io("open dead-letter file", &self.path, e))?;
-        f.write_all(&line)
+        let created = f.is_empty();
+        f.append(&line)
             .map_err(|e| Error::io("write dead-letter file", &self.path, e))?;
-        f.sync_data()
+        f.sync()
             .map_err(|e| Error::io("sync dead-letter file", &self.path, e))?;
+        // A new file must survive a crash too, before the reader moves past the bad bytes.
+        if created {
+            let dir = parent.unwrap_or(Path::new("."));
+            self.fs
+                .sync_dir(dir)
+                .map_err(|e| Error::io("sync directory", dir, e))?;
+        }
         crate::metrics::dead_lettered(letter.source);
         Ok(())
     }

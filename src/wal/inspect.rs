@@ -13,7 +13,6 @@
 //! corrupt file and offset.
 
 use std::collections::BTreeSet;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::frame::FrameKind;
@@ -194,7 +193,11 @@ pub fn scan_segment(path: &Path, bytes: &[u8], is_last: bool) -> Vec<FrameInfo> 
 /// Reads the log directory `dir` without locking or changing it. (A writer appending meanwhile
 /// may show as a torn tail.)
 pub fn scan(dir: &Path) -> Result<LogScan> {
-    let fs = RealFs;
+    scan_with(&RealFs, dir)
+}
+
+/// [`scan`] through the file system `fs`.
+pub fn scan_with(fs: &dyn WalFs, dir: &Path) -> Result<LogScan> {
     let names = fs
         .list(dir)
         .map_err(|e| Error::io("list log directory", dir, e))?;
@@ -267,12 +270,25 @@ impl RepairReport {
 /// buffer holds the directory, and with [`Error::Corrupted`] naming the first corrupt region when
 /// there is one and no `quarantine` file was given (nothing is changed then, not even a torn tail).
 pub fn repair(dir: &Path, quarantine: Option<&DeadLetterFile>) -> Result<RepairReport> {
-    let fs = RealFs;
-    if !dir.is_dir() {
+    repair_with(&RealFs, dir, quarantine)
+}
+
+/// [`repair`] through the file system `fs` (every write, sync and rename goes through it).
+pub fn repair_with(
+    fs: &dyn WalFs,
+    dir: &Path,
+    quarantine: Option<&DeadLetterFile>,
+) -> Result<RepairReport> {
+    if let Err(e) = fs.list(dir) {
         return Err(Error::io(
             "open log directory",
             dir,
-            std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+            match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory")
+                }
+                _ => e,
+            },
         ));
     }
     let _lock = fs.lock(dir).map_err(|e| match e.kind() {
@@ -282,7 +298,7 @@ pub fn repair(dir: &Path, quarantine: Option<&DeadLetterFile>) -> Result<RepairR
         },
         _ => Error::io("lock log directory", dir, e),
     })?;
-    let scan = scan(dir)?;
+    let scan = scan_with(fs, dir)?;
     let corrupt = scan.corrupt();
     if let (Some(first), None) = (corrupt.first(), quarantine) {
         let FrameStatus::Corrupt(reason) = &first.status else {
@@ -364,16 +380,12 @@ pub fn repair(dir: &Path, quarantine: Option<&DeadLetterFile>) -> Result<RepairR
         }
         let tmp = file.path.with_extension("wal.repair.tmp");
         {
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut out = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .write(true)
-                .mode(0o600)
-                .open(&tmp)
+            let mut out = fs
+                .open_append(&tmp)
                 .map_err(|e| Error::io("create", &tmp, e))?;
-            out.write_all(&kept)
-                .and_then(|_| out.sync_all())
+            out.truncate(0)
+                .and_then(|_| out.append(&kept))
+                .and_then(|_| out.sync())
                 .map_err(|e| Error::io("write", &tmp, e))?;
         }
         fs.rename(&tmp, &file.path)
