@@ -11,7 +11,15 @@
 //! * the partition is the Java producer's, `murmur2(key) % partitions`: it is computed here
 //!   ([`murmur2::partition_for`]) and given explicitly with every record, and the producer is also
 //!   configured with `partitioner=murmur2_random`, so a record lands where Connect would put it
-//!   whatever librdkafka's default is.
+//!   whatever librdkafka's default is;
+//! * a partition that already has a live record is written under that record's exact key bytes,
+//!   in its topic partition (every live one, when several spellings of it are live: another member
+//!   order, a JDK 17 worker's digits), never tombstoning them, so the connector that owns the record
+//!   finds the new offset; a reset tombstones every live spelling. A partition with no live record
+//!   is written in the caller's member order, spelled as JDK 19+ does. Every record carries an
+//!   explicit timestamp, the time of the write;
+//! * of several live spellings, `get` and `partitions` answer with the newest record: greatest
+//!   record timestamp, then topic partition, then offset (the rule and why in the `load` module).
 //!
 //! ## `applied_seq`: record headers plus a marker per writer
 //! Every record of a sequenced batch carries the headers `connect-offsets-writer` and
@@ -231,7 +239,9 @@ impl KafkaStore {
         self.partitions
     }
 
-    /// The topic partition records of `key` go to (Java's murmur2 placement).
+    /// The topic partition Java's murmur2 places `key` on, spelled as we spell it: where Connect
+    /// writes it, and where our record of a key with no live record goes (a key with live records
+    /// is written where those are).
     pub fn partition_of(&self, key: &OffsetKey) -> i32 {
         murmur2::partition_for(&key.connect_key(), self.partitions as u32) as i32
     }

@@ -11,7 +11,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 use super::client::{Ctx, auth_error, timeout_error};
 use super::config::{Settings, unique_suffix};
-use super::load::{SEQ_HEADER, State, WRITER_HEADER, marker_key, marker_value};
+use super::load::{LiveForm, SEQ_HEADER, Stamp, State, WRITER_HEADER, marker_key, marker_value};
 use crate::codec::{json, murmur2};
 use crate::model::{Batch, OffsetKey};
 use crate::{Error, Offset, Result};
@@ -23,6 +23,9 @@ pub(crate) struct Rec {
     pub partition: i32,
     pub key: Vec<u8>,
     pub value: Option<Vec<u8>>,
+    /// The record timestamp it is produced with (milliseconds since the epoch), the same for every
+    /// record of a batch, and what the in-memory state notes for it.
+    pub timestamp: i64,
     /// What the record does to the in-memory state once committed.
     pub effect: Effect,
 }
@@ -33,10 +36,23 @@ pub(crate) enum Effect {
     Marker,
 }
 
-/// Encodes a whole batch before any transaction is opened: each entry's record (Connect's key and
-/// value bytes, or a tombstone), a tombstone for every *other* live spelling of the same key (see
-/// [`super::load`]), and, for a sequenced batch, the writer's marker. Fails on a record the brokers
-/// would refuse as too large, naming its key.
+/// Milliseconds since the epoch, for record timestamps.
+fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Encodes a whole batch before any transaction is opened: each entry's records (Connect's key and
+/// value bytes, or tombstones), and, for a sequenced batch, the writer's marker. Fails on a record
+/// the brokers would refuse as too large, naming its key.
+///
+/// Which records an entry makes (see [`super::load`]): for a key with live forms in the topic, one
+/// per live form, under that form's exact key bytes and in the topic partition that holds it (the
+/// new offset, or a tombstone for a reset), so that every reader that looks any of them up (the
+/// connector that wrote it, whatever its member order or its JDK's spelling of doubles) finds the
+/// new offset, and a reset leaves none behind. For a key with no live form, one record in the
+/// caller's member order, spelled as JDK 19+ does, on the partition murmur2 gives.
 pub(crate) fn encode(
     batch: &Batch,
     state: &State,
@@ -44,52 +60,52 @@ pub(crate) fn encode(
     settings: &Settings,
 ) -> Result<Vec<Rec>> {
     let place = |key: &[u8]| murmur2::partition_for(key, partitions as u32) as i32;
+    let timestamp = now_millis();
     let mut recs = Vec::with_capacity(batch.entries.len() + 1);
     for (i, (key, offset)) in batch.entries.iter().enumerate() {
-        let raw = key.connect_key();
-        let others: Vec<Vec<u8>> = state
-            .live_forms(key)
-            .into_iter()
-            .filter(|f| *f != raw)
-            .collect();
+        let mut targets = state.live_forms(key);
+        if targets.is_empty() {
+            let raw = key.connect_key();
+            targets.push(LiveForm {
+                partition: place(&raw),
+                raw,
+                key: key.clone(),
+            });
+        }
         let value = offset.as_ref().map(|o| {
             let mut v = Vec::with_capacity(64);
             json::encode_value(o, &mut v);
             v
         });
-        let size = raw.len() + value.as_ref().map_or(0, Vec::len) + 128;
-        if size > settings.max_message_bytes {
-            return Err(Error::InvalidData(format!(
-                "the record for {} is {size} bytes with its overhead, over message.max.bytes = {}",
-                String::from_utf8_lossy(&raw[..raw.len().min(200)]),
-                settings.max_message_bytes
-            )));
+        for t in &targets {
+            let size = t.raw.len() + value.as_ref().map_or(0, Vec::len) + 128;
+            if size > settings.max_message_bytes {
+                return Err(Error::InvalidData(format!(
+                    "the record for {} is {size} bytes with its overhead, over message.max.bytes = {}",
+                    String::from_utf8_lossy(&t.raw[..t.raw.len().min(200)]),
+                    settings.max_message_bytes
+                )));
+            }
         }
-        let effect = match offset {
-            Some(o) => Effect::Put(
-                key.clone(),
-                if o.needs_normalizing() {
-                    o.connect_normalized()
-                } else {
-                    o.clone()
-                },
-            ),
-            None => Effect::Reset(key.clone()),
-        };
-        recs.push(Rec {
-            entry: Some(i),
-            partition: place(&raw),
-            key: raw,
-            value,
-            effect,
+        let stored = offset.as_ref().map(|o| {
+            if o.needs_normalizing() {
+                o.connect_normalized()
+            } else {
+                o.clone()
+            }
         });
-        for other in others {
+        for t in targets {
+            let effect = match &stored {
+                Some(o) => Effect::Put(t.key, o.clone()),
+                None => Effect::Reset(t.key),
+            };
             recs.push(Rec {
                 entry: Some(i),
-                partition: place(&other),
-                key: other,
-                value: None,
-                effect: Effect::Reset(key.clone()),
+                partition: t.partition,
+                key: t.raw,
+                value: value.clone(),
+                timestamp,
+                effect,
             });
         }
     }
@@ -100,18 +116,25 @@ pub(crate) fn encode(
             partition: place(&key),
             key,
             value: Some(marker_value(batch.seq)),
+            timestamp,
             effect: Effect::Marker,
         });
     }
     Ok(recs)
 }
 
-/// Applies committed records to the in-memory state, as reading them back would.
+/// Applies committed records to the in-memory state, as reading them back would: each with the
+/// timestamp it was produced with, in its topic partition, after every record read there so far.
 pub(crate) fn apply_to_state(state: &mut State, batch: &Batch, recs: Vec<Rec>) {
     for rec in recs {
+        let stamp = Stamp {
+            timestamp: rec.timestamp,
+            partition: rec.partition,
+            offset: Stamp::UNREAD,
+        };
         match rec.effect {
-            Effect::Put(key, offset) => state.put(&rec.key, key, offset),
-            Effect::Reset(key) => state.reset(&rec.key, &key),
+            Effect::Put(key, offset) => state.put(&rec.key, key, offset, stamp),
+            Effect::Reset(key) => state.reset(&rec.key, &key, rec.partition),
             Effect::Marker => {}
         }
     }
@@ -362,7 +385,8 @@ impl TxnProducer {
     ) -> std::result::Result<(), Failure> {
         let mut record: BaseRecord<'_, [u8], [u8], ()> = BaseRecord::to(topic)
             .key(&rec.key[..])
-            .partition(rec.partition);
+            .partition(rec.partition)
+            .timestamp(rec.timestamp);
         if let Some(v) = &rec.value {
             record = record.payload(&v[..]);
         }
@@ -467,4 +491,178 @@ pub(crate) fn headers(batch: &Batch) -> Option<OwnedHeaders> {
                 value: Some(seq.as_str()),
             }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Partition;
+    use crate::store::kafka::KafkaStoreBuilder;
+
+    fn pos(n: i64) -> Offset {
+        Offset::new().with("position", n)
+    }
+
+    fn settings() -> Settings {
+        KafkaStoreBuilder::new("h:1", "t").settings().unwrap()
+    }
+
+    fn at(timestamp: i64, partition: i32, offset: i64) -> Stamp {
+        Stamp {
+            timestamp,
+            partition,
+            offset,
+        }
+    }
+
+    /// A connector's 9-member partition, and the same members in reverse order.
+    fn nine() -> (OffsetKey, OffsetKey) {
+        let members: Vec<(String, crate::Value)> = (0..9)
+            .map(|i| (format!("fïeld-{i}-😀"), crate::Value::from(i as i64)))
+            .collect();
+        let forward = members.iter().cloned().collect::<Partition>();
+        let reverse = members.into_iter().rev().collect::<Partition>();
+        (OffsetKey::new("c", forward), OffsetKey::new("c", reverse))
+    }
+
+    /// What reading the offset records of `recs` back would make of `state`: each at a real offset
+    /// after `base`.
+    fn read_back(state: &mut State, recs: &[Rec], base: i64) {
+        for (n, rec) in recs.iter().enumerate().filter(|(_, r)| r.entry.is_some()) {
+            let key = json::decode_key(&rec.key).unwrap();
+            let stamp = at(rec.timestamp, rec.partition, base + n as i64);
+            match &rec.value {
+                Some(v) => {
+                    let o = json::decode_value(v).unwrap().unwrap();
+                    state.put(&rec.key, key, o, stamp)
+                }
+                None => state.reset(&rec.key, &key, rec.partition),
+            }
+        }
+    }
+
+    /// Issue 12, part 2: `set` with the members in another order writes under the connector's own
+    /// key bytes, in the partition that holds them, and tombstones nothing.
+    #[test]
+    fn a_reordered_set_writes_the_live_forms_bytes() {
+        let (forward, reverse) = nine();
+        let mut state = State::default();
+        state.put(
+            &forward.connect_key(),
+            forward.clone(),
+            pos(1),
+            at(10, 4, 0),
+        );
+        let batch = Batch::new("w", 1, [(reverse.clone(), Some(pos(2)))]);
+        let recs = encode(&batch, &state, 25, &settings()).unwrap();
+        let offsets: Vec<_> = recs.iter().filter(|r| r.entry.is_some()).collect();
+        assert_eq!(offsets.len(), 1);
+        assert_eq!(
+            offsets[0].key,
+            forward.connect_key(),
+            "the connector's bytes"
+        );
+        assert_eq!(offsets[0].partition, 4, "the partition that holds them");
+        assert_eq!(offsets[0].value.as_deref(), Some(&br#"{"position":2}"#[..]));
+        assert!(recs.iter().all(|r| r.value.is_some()), "no tombstone");
+        let mut replay = State::default();
+        replay.put(
+            &forward.connect_key(),
+            forward.clone(),
+            pos(1),
+            at(10, 4, 0),
+        );
+        read_back(&mut replay, &recs, 1);
+        apply_to_state(&mut state, &batch, recs);
+        assert_eq!(state.get(&reverse), Some(pos(2)));
+        assert_eq!(state.get(&reverse), replay.get(&reverse));
+        assert_eq!(
+            state.partitions("c")[0].0.connect_key(),
+            forward.connect_key()
+        );
+        assert_eq!(
+            state.partitions("c")[0].0.connect_key(),
+            replay.partitions("c")[0].0.connect_key(),
+            "listed in the connector's order, as a reload lists it"
+        );
+        assert_eq!(state.live_forms(&reverse).len(), 1);
+    }
+
+    /// Issue 12, part 3: a JDK 17 worker's spelling of 1e23 and another order, both live: the new
+    /// offset goes under both forms' bytes; a reset tombstones both.
+    #[test]
+    fn every_live_form_gets_the_new_value_and_a_reset_tombstones_every_one() {
+        let jdk17 = r#"["c",{"d":9.999999999999999E22,"s":"ü"}]"#.as_bytes();
+        let ours = OffsetKey::new("c", Partition::new().with("s", "ü").with("d", 1e23));
+        let jdk17_key = json::decode_key(jdk17).unwrap();
+        assert_eq!(jdk17_key, ours, "one structural key");
+        assert_ne!(
+            jdk17_key.connect_key(),
+            jdk17.to_vec(),
+            "a spelling we do not write"
+        );
+        let mut state = State::default();
+        state.put(jdk17, jdk17_key.clone(), pos(1), at(10, 2, 0));
+        state.put(&ours.connect_key(), ours.clone(), pos(0), at(5, 9, 0));
+        let batch = Batch::new("w", 1, [(ours.clone(), Some(pos(7)))]);
+        let recs = encode(&batch, &state, 25, &settings()).unwrap();
+        let mut written: Vec<_> = recs
+            .iter()
+            .filter(|r| r.entry.is_some())
+            .map(|r| (r.key.clone(), r.partition, r.value.clone()))
+            .collect();
+        written.sort();
+        let value = Some(br#"{"position":7}"#.to_vec());
+        let mut want = vec![
+            (jdk17.to_vec(), 2, value.clone()),
+            (ours.connect_key(), 9, value),
+        ];
+        want.sort();
+        assert_eq!(written, want);
+        let stamp = recs[0].timestamp;
+        assert!(recs.iter().all(|r| r.timestamp == stamp), "one timestamp");
+        apply_to_state(&mut state, &batch, recs);
+        assert_eq!(state.get(&ours), Some(pos(7)));
+        assert_eq!(state.live_forms(&ours).len(), 2);
+
+        let reset = Batch::new("w", 2, [(ours.clone(), None)]);
+        let recs = encode(&reset, &state, 25, &settings()).unwrap();
+        let mut tombstones: Vec<_> = recs
+            .iter()
+            .filter(|r| r.entry.is_some())
+            .map(|r| (r.key.clone(), r.partition, r.value.is_none()))
+            .collect();
+        tombstones.sort();
+        let mut want = vec![(jdk17.to_vec(), 2, true), (ours.connect_key(), 9, true)];
+        want.sort();
+        assert_eq!(tombstones, want);
+        apply_to_state(&mut state, &reset, recs);
+        assert_eq!(state.get(&ours), None);
+        assert!(state.live_forms(&ours).is_empty());
+    }
+
+    /// A key with no live record: the caller's order, JDK 19+ spelling, murmur2's partition.
+    #[test]
+    fn a_new_key_is_written_in_the_callers_order() {
+        let (_, reverse) = nine();
+        let key = OffsetKey::new("c", Partition::new().with("b", 1e23).with("a", 1));
+        let state = State::default();
+        let batch = Batch::new(
+            "w",
+            0,
+            [(key.clone(), Some(pos(1))), (reverse.clone(), None)],
+        );
+        let recs = encode(&batch, &state, 25, &settings()).unwrap();
+        assert_eq!(recs.len(), 2, "no marker for an unsequenced batch");
+        assert_eq!(recs[0].key, br#"["c",{"b":1.0E23,"a":1}]"#.to_vec());
+        assert_eq!(
+            recs[0].partition,
+            murmur2::partition_for(&recs[0].key, 25) as i32
+        );
+        assert_eq!(recs[1].key, reverse.connect_key());
+        assert_eq!(
+            recs[1].value, None,
+            "a reset of an unknown key: one tombstone"
+        );
+    }
 }
