@@ -529,6 +529,338 @@ fn another_spelling_of_a_key_is_replaced_not_duplicated() {
     );
 }
 
+/// The offset records of `topic` (markers left out), as a plain `read_committed` reader sees them.
+fn offset_records(topic: &str) -> Vec<Seen> {
+    read_all(topic, "read_committed")
+        .into_iter()
+        .filter(|r| r.key.as_deref().is_some_and(|k| k.starts_with(b"[")))
+        .collect()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A connector's 9-member partition (unicode names, an astral character, a double, a boolean),
+/// in the connector's member order and reversed: one structural key, two record keys.
+fn nine_members(ns: &str) -> (OffsetKey, OffsetKey) {
+    let mut forward = Partition::new();
+    let mut members: Vec<(String, connect_offsets::Value)> = vec![
+        ("sërver 😀".into(), "db-ü".into()),
+        ("tablé".into(), "ördërs".into()),
+        ("shard".into(), 7i64.into()),
+        ("ratio".into(), 1e23.into()),
+        ("third".into(), (1.0f64 / 3.0).into()),
+        ("snapshot".into(), true.into()),
+        ("schema".into(), "public".into()),
+        ("ключ".into(), (-3i64).into()),
+        ("zone".into(), "\u{2028}\"q\"".into()),
+    ];
+    for (n, v) in &members {
+        forward.insert(n.clone(), v.clone());
+    }
+    members.reverse();
+    let reverse = members.into_iter().collect::<Partition>();
+    (OffsetKey::new(ns, forward), OffsetKey::new(ns, reverse))
+}
+
+#[cfg(feature = "cli")]
+fn cli(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
+        .args(args)
+        .output()
+        .expect("run connect-offsets");
+    assert!(
+        out.status.success(),
+        "connect-offsets {args:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Issue 12, part 2: a connector's record, `set` with its members in reverse order (through the
+/// store and the CLI): the new offsets are under the connector's exact key bytes, in the same topic
+/// partition, and nothing tombstones them.
+#[test]
+fn set_with_the_members_reordered_writes_the_connectors_own_key() {
+    let topic = TopicGuard::new("reorder");
+    let store_url = url(&topic, 25, "");
+    let store = KafkaStore::open(&store_url).expect("open");
+    let (forward, reverse) = nine_members("cönn");
+    assert_eq!(forward, reverse);
+    let connect = forward.connect_key();
+    assert_ne!(connect, reverse.connect_key());
+    produce_plain(
+        &topic,
+        &[(None, Some(&connect), Some(br#"{"position":1}"#))],
+    );
+    store.refresh().unwrap();
+    store.set(reverse.clone(), pos(2)).expect("set");
+    let mut want = vec![pos(1), pos(2)];
+    #[cfg(feature = "cli")]
+    {
+        cli(&[
+            "set",
+            "--store",
+            &store_url,
+            "--connector",
+            "cönn",
+            "--partition",
+            &reverse.partition().unwrap().to_json(),
+            "--offset",
+            r#"{"position":3}"#,
+        ]);
+        want.push(pos(3));
+    }
+    let recs = offset_records(&topic);
+    for r in &recs {
+        assert_eq!(
+            r.key.as_deref(),
+            Some(&connect[..]),
+            "a record under another key: {}",
+            text(r.key.as_deref().unwrap())
+        );
+        assert_eq!(
+            r.partition,
+            store.partition_of(&forward),
+            "the same partition"
+        );
+    }
+    let values: Vec<Option<Offset>> = recs
+        .iter()
+        .map(|r| {
+            r.value
+                .as_deref()
+                .map(|v| Offset::from_json(std::str::from_utf8(v).unwrap()).unwrap())
+        })
+        .collect();
+    assert_eq!(
+        values,
+        want.iter().cloned().map(Some).collect::<Vec<_>>(),
+        "the connector's key holds each new offset, no tombstone"
+    );
+    let last = want.last().cloned();
+    drop(store);
+    let store = KafkaStore::open(&store_url).expect("reopen");
+    assert_eq!(store.get(&reverse).unwrap(), last);
+    let listed = store.partitions("cönn").unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        listed[0].0.connect_key(),
+        connect,
+        "listed in the connector's order"
+    );
+}
+
+/// Issue 12, part 3: a JDK 17 worker spells 1e23 `9.999999999999999E22`. `set` writes under that
+/// key, not ours (`1.0E23`); with both spellings live, under both; a reset tombstones both.
+#[test]
+fn set_keeps_a_jdk17_workers_spelling_of_a_double() {
+    let topic = TopicGuard::new("jdk17");
+    let store_url = url(&topic, 25, "");
+    let store = KafkaStore::open(&store_url).expect("open");
+    // Byte for byte what such a worker writes: `ü` raw, the astral character as an escaped pair.
+    let jdk17: &[u8] =
+        r#"["c",{"name":"ünï\uD83D\uDE00","ratio":9.999999999999999E22}]"#.as_bytes();
+    let key = OffsetKey::new(
+        "c",
+        Partition::new().with("name", "ünï😀").with("ratio", 1e23),
+    );
+    let ours = key.connect_key();
+    assert_eq!(
+        text(&ours),
+        r#"["c",{"name":"ünï😀","ratio":1.0E23}]"#.replace('😀', r"\uD83D\uDE00")
+    );
+    produce_plain(&topic, &[(None, Some(jdk17), Some(br#"{"position":1}"#))]);
+    store.refresh().unwrap();
+    assert_eq!(store.get(&key).unwrap(), Some(pos(1)));
+    store.set(key.clone(), pos(2)).expect("set");
+    let recs = offset_records(&topic);
+    assert!(
+        recs.iter().all(|r| r.key.as_deref() == Some(jdk17)),
+        "records under other keys: {:?}",
+        recs.iter()
+            .map(|r| text(r.key.as_deref().unwrap()))
+            .collect::<Vec<_>>()
+    );
+    assert!(recs.iter().all(|r| r.value.is_some()), "no tombstone");
+    assert_eq!(
+        recs.last().unwrap().value.as_deref(),
+        Some(&br#"{"position":2}"#[..])
+    );
+    let jdk17_partition = recs[0].partition;
+    assert!(recs.iter().all(|r| r.partition == jdk17_partition));
+
+    // A JDK 19+ worker writes its own spelling too: both are live, both get the next offset.
+    produce_plain(&topic, &[(None, Some(&ours), Some(br#"{"position":3}"#))]);
+    store.refresh().unwrap();
+    assert_eq!(store.get(&key).unwrap(), Some(pos(3)), "the newer record");
+    let before = offset_records(&topic);
+    store.set(key.clone(), pos(4)).expect("set");
+    let mut new: Vec<(String, Option<Vec<u8>>)> = written_since(&before, offset_records(&topic))
+        .iter()
+        .map(|r| (text(r.key.as_deref().unwrap()), r.value.clone()))
+        .collect();
+    new.sort();
+    let four = Some(br#"{"position":4}"#.to_vec());
+    let mut want = vec![(text(jdk17), four.clone()), (text(&ours), four)];
+    want.sort();
+    assert_eq!(new, want, "the new offset under both spellings");
+    drop(store);
+    let store = KafkaStore::open(&store_url).expect("reopen");
+    assert_eq!(store.get(&key).unwrap(), Some(pos(4)));
+    let before = offset_records(&topic);
+    store.reset(key.clone()).expect("reset");
+    let mut tombstones: Vec<String> = written_since(&before, offset_records(&topic))
+        .iter()
+        .map(|r| {
+            assert_eq!(r.value, None, "a reset writes tombstones only");
+            text(r.key.as_deref().unwrap())
+        })
+        .collect();
+    tombstones.sort();
+    let mut want = vec![text(jdk17), text(&ours)];
+    want.sort();
+    assert_eq!(tombstones, want, "a reset tombstones every live spelling");
+    drop(store);
+    let store = KafkaStore::open(&store_url).expect("reopen");
+    assert_eq!(store.get(&key).unwrap(), None);
+}
+
+/// Issue 12, part 4: 20 partitions, each with two live forms in two topic partitions, the newer (by
+/// record timestamp) in Connect's order and the older produced last, half of them in a higher topic
+/// partition than the newer, half in a lower one. Every fresh open, `get` and `list` give the newer
+/// offsets, the same each time; after a `set` the store answers as a reopen does.
+#[test]
+fn get_and_list_answer_with_the_newest_of_two_forms() {
+    let topic = TopicGuard::new("newest");
+    let store_url = url(&topic, 25, "");
+    drop(KafkaStore::open(&store_url).expect("create the topic"));
+    let t0 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 600_000;
+    let forms: Vec<(OffsetKey, OffsetKey, i32, i32)> = (0..20)
+        .map(|i| {
+            let newer = OffsetKey::new(
+                "c",
+                Partition::new()
+                    .with("table", format!("t-{i}"))
+                    .with("shard", i),
+            );
+            let older = OffsetKey::new(
+                "c",
+                Partition::new()
+                    .with("shard", i)
+                    .with("table", format!("t-{i}")),
+            );
+            let pn = (2 * i as i32) % 25;
+            let po = if i % 2 == 0 {
+                (pn + 1) % 25
+            } else {
+                (pn + 24) % 25
+            };
+            (newer, older, pn, po)
+        })
+        .collect();
+    let bytes: Vec<(Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>)> = forms
+        .iter()
+        .enumerate()
+        .map(|(i, (n, o, _, _))| {
+            (
+                n.connect_key(),
+                o.connect_key(),
+                pos(1000 + i as i64).to_json().into_bytes(),
+                pos(i as i64).to_json().into_bytes(),
+            )
+        })
+        .collect();
+    let mut records: Vec<TimedRecord<'_>> = Vec::new();
+    for (i, (_, _, pn, _)) in forms.iter().enumerate() {
+        records.push((*pn, &bytes[i].0, Some(&bytes[i].2), t0 + 1000 + i as i64));
+    }
+    for (i, (_, _, _, po)) in forms.iter().enumerate() {
+        records.push((*po, &bytes[i].1, Some(&bytes[i].3), t0 + i as i64));
+    }
+    produce_timed(&topic, &records);
+    let want: Vec<(Vec<u8>, Offset)> = forms
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _, _, _))| (n.connect_key(), pos(1000 + i as i64)))
+        .collect();
+    // Per partition, in the order of `forms`: the listed key bytes and offset.
+    let answer = |store: &KafkaStore| -> Vec<(Vec<u8>, Offset)> {
+        let listed = store.partitions("c").unwrap();
+        assert_eq!(listed.len(), 20);
+        forms
+            .iter()
+            .map(|(n, o, _, _)| {
+                let (k, v) = listed.iter().find(|(k, _)| k == n).expect("listed");
+                assert_eq!(store.get(o).unwrap().as_ref(), Some(v), "get agrees with list");
+                (k.connect_key(), v.clone())
+            })
+            .collect()
+    };
+    for round in 0..5 {
+        let store = KafkaStore::open(&store_url).expect("open");
+        let got = answer(&store);
+        let wrong: Vec<String> = got
+            .iter()
+            .zip(&want)
+            .filter(|(g, w)| g != w)
+            .map(|(g, _)| format!("{} => {}", text(&g.0), g.1.to_json()))
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "open {round}: {} of 20 answered with the older record: {wrong:?}",
+            wrong.len()
+        );
+    }
+    #[cfg(feature = "cli")]
+    {
+        let first = cli(&["list", "--store", &store_url, "--connector", "c"]);
+        for (_, o) in &want {
+            assert!(
+                first.contains(&o.to_json()),
+                "{first} lacks {}",
+                o.to_json()
+            );
+        }
+        assert_eq!(
+            cli(&["list", "--store", &store_url, "--connector", "c"]),
+            first,
+            "the same answer twice"
+        );
+    }
+    // Our write goes under both forms, with an explicit timestamp; the store's answer afterwards
+    // is the one a reopen gives.
+    let store = KafkaStore::open(&store_url).expect("open");
+    let before = offset_records(&topic);
+    let t1 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    store.set(forms[3].1.clone(), pos(77)).expect("set");
+    let t2 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let ours = written_since(&before, offset_records(&topic));
+    assert_eq!(ours.len(), 2, "one record per live form");
+    for r in &ours {
+        let ts = r.timestamp.expect("a timestamp");
+        assert!((t1..=t2).contains(&ts), "timestamp {ts} not in {t1}..={t2}");
+        assert_eq!(r.value.as_deref(), Some(pos(77).to_json().as_bytes()));
+    }
+    let mine = answer(&store);
+    drop(store);
+    let reopened = KafkaStore::open(&store_url).expect("reopen");
+    assert_eq!(answer(&reopened), mine, "the state is what a reload gives");
+    assert_eq!(reopened.get(&forms[3].0).unwrap(), Some(pos(77)));
+}
+
 #[test]
 fn applied_seq_survives_without_the_batch_records() {
     let topic = TopicGuard::new("seq");

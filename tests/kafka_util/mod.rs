@@ -240,6 +240,37 @@ pub fn produce_plain(topic: &str, records: &[PlainRecord<'_>]) {
     assert!(failed.is_empty(), "plain records not delivered: {failed:?}");
 }
 
+/// A record for [`produce_timed`]: the topic partition, the key, the value (`None` = tombstone) and
+/// the record timestamp (milliseconds since the epoch).
+pub type TimedRecord<'a> = (i32, &'a [u8], Option<&'a [u8]>, i64);
+
+/// Produces records with a plain producer, each with its own partition and timestamp, in the order
+/// given, and waits for them.
+pub fn produce_timed(topic: &str, records: &[TimedRecord<'_>]) {
+    use rdkafka::producer::{BaseRecord, Producer};
+    // One record in flight: the order given is the order written, also within a partition.
+    let p: rdkafka::producer::BaseProducer<Deliveries> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("acks", "all")
+        .set("max.in.flight.requests.per.connection", "1")
+        .create_with_context(Deliveries::default())
+        .expect("producer");
+    for (partition, key, value, timestamp) in records {
+        let mut r: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic)
+            .key(*key)
+            .partition(*partition)
+            .timestamp(*timestamp);
+        if let Some(v) = value {
+            r = r.payload(*v);
+        }
+        p.send(r).map_err(|(e, _)| e).expect("send");
+        p.flush(Duration::from_secs(30)).expect("flush");
+    }
+    p.poll(Duration::from_millis(10));
+    let failed = p.context().0.lock().unwrap().clone();
+    assert!(failed.is_empty(), "timed records not delivered: {failed:?}");
+}
+
 /// One record as read back from the topic.
 #[derive(Debug, Clone)]
 pub struct Seen {
@@ -248,6 +279,21 @@ pub struct Seen {
     pub key: Option<Vec<u8>>,
     pub value: Option<Vec<u8>>,
     pub headers: Vec<(String, Vec<u8>)>,
+    /// The record timestamp (milliseconds), when it has one.
+    pub timestamp: Option<i64>,
+}
+
+/// The records of `after` that are not in `before` (by topic partition and offset): what was
+/// written between two [`read_all`]s, whose records come partition by partition in no fixed order.
+pub fn written_since(before: &[Seen], after: Vec<Seen>) -> Vec<Seen> {
+    let old: std::collections::HashSet<(i32, i64)> =
+        before.iter().map(|r| (r.partition, r.offset)).collect();
+    let mut new: Vec<Seen> = after
+        .into_iter()
+        .filter(|r| !old.contains(&(r.partition, r.offset)))
+        .collect();
+    new.sort_by_key(|r| (r.partition, r.offset));
+    new
 }
 
 /// Every record of `topic`, read with a plain consumer at `isolation` (`read_committed` or
@@ -306,6 +352,7 @@ pub fn read_all(topic: &str, isolation: &str) -> Vec<Seen> {
                 key: m.key().map(<[u8]>::to_vec),
                 value: m.payload().map(<[u8]>::to_vec),
                 headers,
+                timestamp: m.timestamp().to_millis(),
             });
         }
     }
