@@ -798,7 +798,11 @@ fn get_and_list_answer_with_the_newest_of_two_forms() {
             .iter()
             .map(|(n, o, _, _)| {
                 let (k, v) = listed.iter().find(|(k, _)| k == n).expect("listed");
-                assert_eq!(store.get(o).unwrap().as_ref(), Some(v), "get agrees with list");
+                assert_eq!(
+                    store.get(o).unwrap().as_ref(),
+                    Some(v),
+                    "get agrees with list"
+                );
                 (k.connect_key(), v.clone())
             })
             .collect()

@@ -79,6 +79,34 @@ pub fn java25_home() -> PathBuf {
     .clone()
 }
 
+/// `JAVA_HOME` of a JDK 17: `JAVA17_HOME`, default `/usr/lib/jvm/java-17-openjdk-amd64`. Its
+/// `Double.toString` gives one digit more than JDK 19+ for ~2% of doubles (`9.999999999999999E22`
+/// for 1e23): a Connect worker on it writes such keys with those digits.
+pub fn java17_home() -> PathBuf {
+    static HOME: OnceLock<PathBuf> = OnceLock::new();
+    HOME.get_or_init(|| {
+        let home = PathBuf::from(
+            std::env::var("JAVA17_HOME")
+                .unwrap_or_else(|_| "/usr/lib/jvm/java-17-openjdk-amd64".into()),
+        );
+        let java = home.join("bin/java");
+        assert!(
+            java.is_file(),
+            "no Java 17 at {} (install a JDK 17 and set JAVA17_HOME to it)",
+            java.display()
+        );
+        let v = java_version(&java);
+        assert_eq!(
+            v,
+            17,
+            "{} is Java {v}, not 17 (JAVA17_HOME)",
+            java.display()
+        );
+        home
+    })
+    .clone()
+}
+
 /// The `java` binary of [`java25_home`].
 pub fn java25() -> PathBuf {
     java25_home().join("bin/java")
@@ -119,7 +147,8 @@ pub fn wait_for<T>(
     }
 }
 
-/// A Kafka Connect distributed worker started by `scripts/connect start` (on Java 25); stopped by
+/// A Kafka Connect distributed worker started by `scripts/connect start` (on Java 25 unless
+/// [`ConnectWorker::start_on`] names another JDK); stopped by
 /// `scripts/connect stop` when dropped.
 pub struct ConnectWorker {
     /// `http://127.0.0.1:8083`.
@@ -135,6 +164,16 @@ impl ConnectWorker {
     /// status topics are new too). Panics when a worker already answers on the port: a worker keeps
     /// its offsets topic, so one started by somebody else cannot be used.
     pub fn start(bootstrap: &str, offsets_topic: &str, group_id: &str) -> ConnectWorker {
+        Self::start_on(&java25_home(), bootstrap, offsets_topic, group_id)
+    }
+
+    /// [`ConnectWorker::start`] on the JDK at `java_home` (`scripts/connect` runs `$JAVA_HOME/bin/java`).
+    pub fn start_on(
+        java_home: &Path,
+        bootstrap: &str,
+        offsets_topic: &str,
+        group_id: &str,
+    ) -> ConnectWorker {
         let port = std::env::var("CONNECT_PORT").unwrap_or_else(|_| "8083".into());
         let status = script_output("connect", &["status"], &[]);
         assert!(
@@ -149,13 +188,13 @@ impl ConnectWorker {
             group_id: group_id.to_string(),
         };
         // From here on Drop stops whatever `start` got running.
-        let home = java25_home();
+        let java = java_home.join("bin/java");
         script(
             "connect",
             &["start"],
             &[
-                ("JAVA_HOME", home.to_str().unwrap()),
-                ("JAVA", java25().to_str().unwrap()),
+                ("JAVA_HOME", java_home.to_str().unwrap()),
+                ("JAVA", java.to_str().unwrap()),
                 ("CONNECT_BOOTSTRAP", bootstrap),
                 ("CONNECT_OFFSETS_TOPIC", offsets_topic),
                 ("CONNECT_GROUP_ID", group_id),
