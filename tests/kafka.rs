@@ -756,7 +756,7 @@ fn get_and_list_answer_with_the_newest_of_two_forms() {
                     .with("shard", i)
                     .with("table", format!("t-{i}")),
             );
-            let pn = (2 * i as i32) % 25;
+            let pn = (2 * i) % 25;
             let po = if i % 2 == 0 {
                 (pn + 1) % 25
             } else {
@@ -765,7 +765,9 @@ fn get_and_list_answer_with_the_newest_of_two_forms() {
             (newer, older, pn, po)
         })
         .collect();
-    let bytes: Vec<(Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>)> = forms
+    // Per partition: the newer key, the older key, and their values.
+    type Bytes = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>);
+    let bytes: Vec<Bytes> = forms
         .iter()
         .enumerate()
         .map(|(i, (n, o, _, _))| {
