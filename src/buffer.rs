@@ -19,7 +19,7 @@
 //! takes it (merging it back would only write it twice). A failed sync poisons the buffer: the kernel
 //! may have dropped the data, so only a reopen (recovery) can tell what the log holds.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use crate::crash::{CrashHook, CrashPoint};
 use crate::dead_letter::DeadLetterFile;
+use crate::metrics::{BufferSample, Sampled};
 use crate::model::{Batch, Entries};
 use crate::store::{OffsetStore, OffsetStoreExt};
 use crate::wal::fs::{RealFs, WalFs};
@@ -246,6 +247,7 @@ struct Shared {
     max_pending: usize,
     when_full: WhenFull,
     active_bytes: AtomicU64,
+    wal: Arc<WalDir>,
 }
 
 #[derive(Default)]
@@ -269,6 +271,64 @@ struct State {
     closed: bool,
     in_flight: VecDeque<Arc<Batch>>,
     stats: BufferStats,
+    ages: ConnectorAges,
+}
+
+/// Per connector, when its oldest uncommitted offer arrived (source-side lag), recorded while
+/// [`metrics::track_connector_age`](crate::metrics::track_connector_age) is on. Offers wait in
+/// `pending`; sealing moves them to `sealed`, which the log syncing the batch clears and a failed
+/// write merges back. The log thread seals and logs one batch at a time, so `sealed` is that batch.
+#[derive(Default)]
+struct ConnectorAges {
+    pending: HashMap<String, Instant>,
+    sealed: HashMap<String, Instant>,
+    /// Every connector seen since open: its age reads 0 once it has nothing uncommitted.
+    known: BTreeSet<String>,
+}
+
+impl ConnectorAges {
+    fn offered(&mut self, connector: &str) {
+        if !self.pending.contains_key(connector) {
+            self.pending.insert(connector.to_string(), Instant::now());
+            if !self.known.contains(connector) {
+                self.known.insert(connector.to_string());
+            }
+        }
+    }
+
+    fn sealed(&mut self) {
+        // Swapped, not replaced, so both maps keep their tables.
+        std::mem::swap(&mut self.sealed, &mut self.pending);
+        self.pending.clear();
+    }
+
+    fn committed(&mut self) {
+        self.sealed.clear();
+    }
+
+    fn merged_back(&mut self) {
+        for (c, t) in self.sealed.drain() {
+            let slot = self.pending.entry(c).or_insert(t);
+            *slot = (*slot).min(t);
+        }
+    }
+
+    /// Every known connector with the age of its oldest uncommitted offer (0 when none).
+    fn ages(&self) -> Vec<(String, Duration)> {
+        self.known
+            .iter()
+            .map(|c| {
+                let age = self
+                    .pending
+                    .get(c)
+                    .into_iter()
+                    .chain(self.sealed.get(c))
+                    .min()
+                    .map_or(Duration::ZERO, |t| t.elapsed());
+                (c.clone(), age)
+            })
+            .collect()
+    }
 }
 
 enum Job {
@@ -286,7 +346,6 @@ enum Job {
 pub struct CommitBuffer {
     shared: Arc<Shared>,
     store: Arc<dyn OffsetStore>,
-    wal: Arc<WalDir>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -305,6 +364,11 @@ fn lock(shared: &Shared) -> MutexGuard<'_, State> {
 }
 
 impl Shared {
+    /// Bytes the log holds: closed segments, the snapshot and the active segment.
+    fn wal_bytes(&self) -> u64 {
+        self.wal.held_bytes() + self.active_bytes.load(Ordering::Relaxed)
+    }
+
     fn notify(&self) {
         self.changed.notify_all();
         let wakers = std::mem::take(&mut *self.wakers.lock().unwrap_or_else(|p| p.into_inner()));
@@ -332,6 +396,30 @@ impl Shared {
         st.poisoned
             .as_ref()
             .map(|p| Err(Error::CommitFailed(Arc::clone(p))))
+    }
+}
+
+/// Every open buffer reports its per-connector ages to the metrics sampler through its shared part.
+impl Sampled for Shared {
+    fn sample(&self) -> BufferSample {
+        let st = lock(self);
+        BufferSample {
+            writer: self.writer.clone(),
+            pending: st.active.len(),
+            oldest_pending_age: st.oldest_pending.map(|t| t.elapsed()),
+            logged_seq: st.stats.logged_seq,
+            applied_seq: st.stats.applied_seq,
+            wal_bytes: self.wal_bytes(),
+            connector_ages: st.ages.ages(),
+        }
+    }
+}
+
+/// What [`metrics::watch`](crate::metrics::watch) samples: pending count and age, seqs, log bytes
+/// and per-connector ages.
+impl Sampled for CommitBuffer {
+    fn sample(&self) -> BufferSample {
+        self.shared.sample()
     }
 }
 
@@ -452,8 +540,10 @@ impl CommitBuffer {
             max_pending: config.max_pending.max(1),
             when_full: config.when_full,
             active_bytes: AtomicU64::new(0),
+            wal: Arc::clone(&wal),
         });
         lock(&shared).epoch_seq.insert(0, last_seq);
+        crate::metrics::opened(Arc::downgrade(&shared) as std::sync::Weak<dyn Sampled>);
         let (tx, rx) = sync_channel(config.max_in_flight.max(1));
         let log_thread = LogThread {
             shared: Arc::clone(&shared),
@@ -486,7 +576,6 @@ impl CommitBuffer {
         Ok(CommitBuffer {
             shared,
             store,
-            wal,
             threads: Mutex::new(threads),
         })
     }
@@ -532,7 +621,9 @@ impl CommitBuffer {
         if st.oldest_pending.is_none() {
             st.oldest_pending = Some(Instant::now());
         }
-        crate::metrics::offered(&shared.writer, key.namespace());
+        if crate::metrics::connector_age_tracked() {
+            st.ages.offered(key.namespace());
+        }
         st.active.insert(key, offset);
         Ok(())
     }
@@ -605,7 +696,7 @@ impl CommitBuffer {
         let mut s = st.stats.clone();
         s.pending = st.active.len();
         s.oldest_pending_age = st.oldest_pending.map(|t| t.elapsed());
-        s.wal_bytes = self.wal.held_bytes() + self.shared.active_bytes.load(Ordering::Relaxed);
+        s.wal_bytes = self.shared.wal_bytes();
         s
     }
 
@@ -622,7 +713,7 @@ impl CommitBuffer {
             let applied = lock(&self.shared).stats.applied_seq;
             self.store
                 .persist()
-                .and_then(|_| self.wal.release(applied))
+                .and_then(|_| self.shared.wal.release(applied))
                 .map(|_| ())
         } else {
             Ok(())
@@ -772,7 +863,7 @@ impl LogThread {
                     st.open_epoch += 1;
                     let fresh = st.spare.pop().unwrap_or_default();
                     let entries = std::mem::replace(&mut st.active, fresh);
-                    crate::metrics::sealed(&shared.writer);
+                    st.ages.sealed();
                     break (epoch, entries, st.oldest_pending.take());
                 }
                 if due {
@@ -844,7 +935,15 @@ impl LogThread {
                     st.stats.syncs += 1;
                     st.stats.commit_time_total += elapsed;
                     st.stats.commit_time_max = st.stats.commit_time_max.max(elapsed);
-                    crate::metrics::commit_succeeded(&shared.writer, elapsed, &st.stats);
+                    st.ages.committed();
+                    crate::metrics::commit_succeeded(
+                        &shared.writer,
+                        elapsed,
+                        st.stats.commits,
+                        st.stats.commit_time_total,
+                        st.stats.commit_time_max,
+                        st.stats.logged_seq,
+                    );
                 }
                 shared.notify();
                 if let Err(e) = hook(&self.hook, CrashPoint::AfterAckBeforeApply) {
@@ -875,7 +974,12 @@ impl LogThread {
                     }
                 }
                 shared.active_bytes.store(self.log.len(), Ordering::Relaxed);
-                crate::metrics::wal_state(&shared.writer, self.log.dir(), self.log.len());
+                let dir = self.log.dir();
+                crate::metrics::wal_state(
+                    &shared.writer,
+                    dir.held_bytes() + self.log.len(),
+                    dir.closed().len() + 1,
+                );
                 self.tx
                     .send(Job::Apply {
                         batch,
@@ -893,7 +997,7 @@ impl LogThread {
                 st.stats.failures += 1;
                 crate::metrics::commit_failed(&shared.writer, "log");
                 merge_back(&mut st, batch.entries, oldest);
-                crate::metrics::merged_back(&shared.writer);
+                st.ages.merged_back();
                 drop(st);
                 shared.notify();
                 self.tx.send(Job::Mark { epoch }).is_ok()
@@ -920,7 +1024,7 @@ impl LogThread {
         st.poisoned = Some(e);
         if let Some((entries, oldest)) = merge {
             merge_back(&mut st, entries, oldest);
-            crate::metrics::merged_back(&self.shared.writer);
+            st.ages.merged_back();
         }
         drop(st);
         self.shared.notify();
@@ -1117,5 +1221,33 @@ impl ApplyThread {
             self.wal.compact(&snapshot, seg.generation)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connector_ages_follow_seal_and_merge_back() {
+        let mut ages = ConnectorAges::default();
+        ages.offered("a");
+        ages.offered("b");
+        std::thread::sleep(Duration::from_millis(5));
+        let age = |ages: &ConnectorAges, c: &str| {
+            ages.ages()
+                .into_iter()
+                .find(|(n, _)| n == c)
+                .map(|(_, a)| a)
+        };
+        assert!(age(&ages, "a").unwrap() >= Duration::from_millis(5));
+        ages.sealed();
+        // Sealed but not yet logged: still uncommitted.
+        assert!(age(&ages, "a").unwrap() >= Duration::from_millis(5));
+        ages.merged_back();
+        assert!(age(&ages, "b").unwrap() >= Duration::from_millis(5));
+        ages.sealed();
+        ages.committed();
+        assert_eq!(age(&ages, "a"), Some(Duration::ZERO));
     }
 }

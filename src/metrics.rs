@@ -1,16 +1,20 @@
-//! Metrics: what the crate records through the [`metrics`](::metrics) facade, and an opt-in
-//! Prometheus text exporter.
+//! Metrics: what the crate records through the [`metrics`] facade, and a Prometheus text
+//! exporter.
 //!
-//! Everything is recorded through the `metrics` facade, so any recorder works (for example
-//! `metrics-exporter-prometheus`). Without a recorder installed the calls cost next to nothing.
-//! [`install`] installs this crate's own small recorder and returns a [`PrometheusHandle`] whose
-//! [`render`](PrometheusHandle::render) gives the Prometheus text format (version 0.0.4); the
-//! `connect-offsets serve` command serves it at `/metrics`.
+//! Everything is recorded through the `metrics` facade, so any recorder works. Without a recorder
+//! installed the calls cost next to nothing. [`install`] installs
+//! [`metrics-exporter-prometheus`](metrics_exporter_prometheus)'s recorder (without its HTTP
+//! listener) and returns a [`PrometheusHandle`] whose [`render`](PrometheusHandle::render) gives the
+//! Prometheus text format (version 0.0.4); the `connect-offsets serve` command serves it at
+//! `/metrics`.
+//!
+//! This module is a leaf: it takes plain numbers and knows nothing of the buffer, the log or the
+//! stores. They call its functions, and a buffer reports its gauges through [`Sampled`].
 //!
 //! | metric | type | labels | recorded |
 //! |---|---|---|---|
 //! | `connect_offsets_commits_total` | counter | `writer` | each flush the log synced |
-//! | `connect_offsets_commit_failures_total` | counter | `writer`, `stage` (`log`, `store`) | each failed flush or store apply |
+//! | `connect_offsets_commit_failures_total` | counter | `stage` (`log`, `store`), `writer` | each failed flush or store apply |
 //! | `connect_offsets_commit_duration_seconds` | histogram | `writer` | seal to sync, successes only |
 //! | `connect_offsets_offset_commit_avg_time_ms` | gauge | `writer` | like Connect's `offset-commit-avg-time-ms`, but since open |
 //! | `connect_offsets_offset_commit_max_time_ms` | gauge | `writer` | like Connect's `offset-commit-max-time-ms`, but since open |
@@ -18,14 +22,14 @@
 //! | `connect_offsets_wal_bytes` / `connect_offsets_wal_segments` | gauge | `writer` | after each commit |
 //! | `connect_offsets_pending_offsets` | gauge | `writer` | sampled from watched buffers |
 //! | `connect_offsets_oldest_pending_age_seconds` | gauge | `writer` | sampled from watched buffers |
-//! | `connect_offsets_connector_oldest_pending_age_seconds` | gauge | `writer`, `connector` | age of the oldest uncommitted offer per connector (source-side lag); when tracking is on |
+//! | `connect_offsets_connector_oldest_pending_age_seconds` | gauge | `connector`, `writer` | age of the oldest uncommitted offer per connector (source-side lag), sampled from every open buffer; when tracking is on |
 //! | `connect_offsets_dead_letter_records_total` | counter | `source` (`wal`, `kafka`, `policy`) | each record written to a dead-letter file |
 //! | `connect_offsets_offset_resets_total` | counter | `connector`, `policy`, `reason` | each use of a [reset policy](crate::policy) |
 //!
 //! Gauges that would cost something on every offer are pulled instead: [`watch`] a buffer and its
 //! pending count and age are sampled by [`sample`] (which [`PrometheusHandle::render`] calls). The
-//! per-connector age needs one map lookup per offer, so it is off until [`install`] or
-//! [`track_connector_age`] turns it on.
+//! per-connector age needs one map lookup per offer (in the buffer's own state, under the lock the
+//! offer takes anyway), so it is off until [`install`] or [`track_connector_age`] turns it on.
 //!
 //! Connect's `offset-commit-*-time-ms` are averaged over a sliding window; ours are since the buffer
 //! opened (the histogram gives windows to anyone who wants them, with `rate()`).
@@ -37,18 +41,14 @@
 //! # Ok::<(), connect_offsets::Error>(())
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use ::metrics::{
-    Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
-};
+use ::metrics::Unit;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 
-use crate::buffer::{BufferStats, CommitBuffer};
-use crate::wal::WalDir;
 use crate::{Error, Result};
 
 /// Metric names.
@@ -90,251 +90,6 @@ pub const DURATION_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-/// Registers the descriptions of every metric with the installed recorder.
-pub fn describe() {
-    use ::metrics::{describe_counter, describe_gauge, describe_histogram};
-    describe_counter!(
-        names::COMMITS,
-        "Flushes of the commit buffer that the log synced."
-    );
-    describe_counter!(
-        names::COMMIT_FAILURES,
-        "Flushes that failed to reach the log (stage=log) or store applies that failed and are retried (stage=store)."
-    );
-    describe_histogram!(
-        names::COMMIT_DURATION,
-        Unit::Seconds,
-        "Seal-to-sync time of successful flushes."
-    );
-    describe_gauge!(
-        names::COMMIT_AVG_MS,
-        Unit::Milliseconds,
-        "Mean flush time since the buffer opened (Kafka Connect: offset-commit-avg-time-ms)."
-    );
-    describe_gauge!(
-        names::COMMIT_MAX_MS,
-        Unit::Milliseconds,
-        "Longest flush since the buffer opened (Kafka Connect: offset-commit-max-time-ms)."
-    );
-    describe_counter!(
-        names::REPLAYED_BATCHES,
-        "Batches replayed from the write-ahead log into the store when the buffer opened."
-    );
-    describe_gauge!(
-        names::WAL_BYTES,
-        Unit::Bytes,
-        "Bytes held by the write-ahead log."
-    );
-    describe_gauge!(
-        names::WAL_SEGMENTS,
-        "Segment files held by the write-ahead log, the active one included."
-    );
-    describe_gauge!(names::PENDING, "Distinct keys offered and not yet sealed.");
-    describe_gauge!(
-        names::OLDEST_PENDING_AGE,
-        Unit::Seconds,
-        "Age of the oldest offer not yet sealed into a batch."
-    );
-    describe_gauge!(
-        names::CONNECTOR_PENDING_AGE,
-        Unit::Seconds,
-        "Age of the oldest uncommitted offer of each connector (source-side offset lag); 0 when none."
-    );
-    describe_gauge!(names::LOGGED_SEQ, "Highest batch seq synced to the log.");
-    describe_gauge!(names::APPLIED_SEQ, "Highest batch seq the store applied.");
-    describe_counter!(
-        names::DEAD_LETTERS,
-        "Records written to a dead-letter file (bytes or offsets that could not be used)."
-    );
-    describe_counter!(
-        names::OFFSET_RESETS,
-        "Offsets a worker could not use, handled by a reset policy."
-    );
-}
-
-// ---------------------------------------------------------------------------------------------
-// Hooks called where the commit buffer updates its BufferStats (one line each there).
-
-pub(crate) fn commit_succeeded(writer: &str, elapsed: Duration, stats: &BufferStats) {
-    let w = writer.to_string();
-    ::metrics::counter!(names::COMMITS, "writer" => w.clone()).increment(1);
-    ::metrics::histogram!(names::COMMIT_DURATION, "writer" => w.clone())
-        .record(elapsed.as_secs_f64());
-    if stats.commits > 0 {
-        let avg = stats.commit_time_total.as_secs_f64() * 1000.0 / stats.commits as f64;
-        ::metrics::gauge!(names::COMMIT_AVG_MS, "writer" => w.clone()).set(avg);
-    }
-    ::metrics::gauge!(names::COMMIT_MAX_MS, "writer" => w.clone())
-        .set(stats.commit_time_max.as_secs_f64() * 1000.0);
-    ::metrics::gauge!(names::LOGGED_SEQ, "writer" => w).set(stats.logged_seq as f64);
-    committed(writer);
-}
-
-pub(crate) fn commit_failed(writer: &str, stage: &'static str) {
-    ::metrics::counter!(names::COMMIT_FAILURES, "writer" => writer.to_string(), "stage" => stage)
-        .increment(1);
-}
-
-pub(crate) fn replayed(writer: &str, batches: u64) {
-    ::metrics::counter!(names::REPLAYED_BATCHES, "writer" => writer.to_string()).increment(batches);
-}
-
-pub(crate) fn wal_state(writer: &str, dir: &WalDir, active_len: u64) {
-    let segments = dir.closed().len() + 1;
-    let bytes = dir.held_bytes() + active_len;
-    ::metrics::gauge!(names::WAL_BYTES, "writer" => writer.to_string()).set(bytes as f64);
-    ::metrics::gauge!(names::WAL_SEGMENTS, "writer" => writer.to_string()).set(segments as f64);
-}
-
-pub(crate) fn dead_lettered(source: &'static str) {
-    ::metrics::counter!(names::DEAD_LETTERS, "source" => source).increment(1);
-}
-
-pub(crate) fn offset_reset(connector: &str, policy: &'static str, reason: &'static str) {
-    ::metrics::counter!(names::OFFSET_RESETS, "connector" => connector.to_string(),
-        "policy" => policy, "reason" => reason)
-    .increment(1);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Per-connector age of the oldest uncommitted offer. The buffer calls `offered` for every offer,
-// `sealed` when it seals the pending offers into a batch and `merged_back` when a batch that failed
-// to reach the log goes back under the pending offers; all three run under the buffer's state lock,
-// so per writer they are ordered.
-
-static TRACK_AGES: AtomicBool = AtomicBool::new(false);
-
-#[derive(Default)]
-struct WriterAges {
-    pending: HashMap<String, Instant>,
-    sealed: HashMap<String, Instant>,
-    known: std::collections::BTreeSet<String>,
-}
-
-fn ages() -> &'static Mutex<HashMap<String, WriterAges>> {
-    static AGES: OnceLock<Mutex<HashMap<String, WriterAges>>> = OnceLock::new();
-    AGES.get_or_init(Default::default)
-}
-
-/// Turns tracking of the per-connector age of the oldest uncommitted offer on or off (it costs a map
-/// lookup per offer; [`install`] turns it on).
-pub fn track_connector_age(on: bool) {
-    TRACK_AGES.store(on, Ordering::Relaxed);
-}
-
-#[inline]
-pub(crate) fn offered(writer: &str, connector: &str) {
-    if !TRACK_AGES.load(Ordering::Relaxed) {
-        return;
-    }
-    let mut all = ages().lock().unwrap_or_else(|p| p.into_inner());
-    let w = match all.get_mut(writer) {
-        Some(w) => w,
-        None => all.entry(writer.to_string()).or_default(),
-    };
-    if !w.pending.contains_key(connector) {
-        w.pending.insert(connector.to_string(), Instant::now());
-        if !w.known.contains(connector) {
-            w.known.insert(connector.to_string());
-        }
-    }
-}
-
-#[inline]
-pub(crate) fn sealed(writer: &str) {
-    if !TRACK_AGES.load(Ordering::Relaxed) {
-        return;
-    }
-    let mut all = ages().lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(w) = all.get_mut(writer) {
-        w.sealed = std::mem::take(&mut w.pending);
-    }
-}
-
-fn committed(writer: &str) {
-    if !TRACK_AGES.load(Ordering::Relaxed) {
-        return;
-    }
-    let mut all = ages().lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(w) = all.get_mut(writer) {
-        w.sealed.clear();
-    }
-}
-
-pub(crate) fn merged_back(writer: &str) {
-    let mut all = ages().lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(w) = all.get_mut(writer) {
-        for (c, t) in std::mem::take(&mut w.sealed) {
-            let slot = w.pending.entry(c).or_insert(t);
-            *slot = (*slot).min(t);
-        }
-    }
-}
-
-/// The age of the oldest uncommitted offer of every connector seen so far, per writer
-/// (`Duration::ZERO` when the connector has nothing pending). Empty unless tracking is on.
-pub fn connector_ages() -> Vec<(String, String, Duration)> {
-    let all = ages().lock().unwrap_or_else(|p| p.into_inner());
-    let mut out = Vec::new();
-    for (writer, w) in all.iter() {
-        for c in &w.known {
-            let age = w
-                .pending
-                .get(c)
-                .into_iter()
-                .chain(w.sealed.get(c))
-                .min()
-                .map_or(Duration::ZERO, |t| t.elapsed());
-            out.push((writer.clone(), c.clone(), age));
-        }
-    }
-    out.sort();
-    out
-}
-
-// ---------------------------------------------------------------------------------------------
-// Watched buffers: gauges sampled on demand.
-
-fn watched() -> &'static Mutex<Vec<Weak<CommitBuffer>>> {
-    static WATCHED: OnceLock<Mutex<Vec<Weak<CommitBuffer>>>> = OnceLock::new();
-    WATCHED.get_or_init(Default::default)
-}
-
-/// Samples `buffer`'s pending count, oldest pending age and seqs at every [`sample`] for as long
-/// as it lives.
-pub fn watch(buffer: &Arc<CommitBuffer>) {
-    let mut w = watched().lock().unwrap_or_else(|p| p.into_inner());
-    w.retain(|b| b.strong_count() > 0);
-    w.push(Arc::downgrade(buffer));
-}
-
-/// Records the pulled gauges (watched buffers, per-connector ages) through the facade. Call it
-/// before a scrape when using another exporter; [`PrometheusHandle::render`] calls it itself.
-pub fn sample() {
-    let buffers: Vec<Arc<CommitBuffer>> = {
-        let mut w = watched().lock().unwrap_or_else(|p| p.into_inner());
-        w.retain(|b| b.strong_count() > 0);
-        w.iter().filter_map(Weak::upgrade).collect()
-    };
-    for b in buffers {
-        let s = b.stats();
-        let w = b.writer().to_string();
-        ::metrics::gauge!(names::PENDING, "writer" => w.clone()).set(s.pending as f64);
-        ::metrics::gauge!(names::OLDEST_PENDING_AGE, "writer" => w.clone())
-            .set(s.oldest_pending_age.map_or(0.0, |d| d.as_secs_f64()));
-        ::metrics::gauge!(names::LOGGED_SEQ, "writer" => w.clone()).set(s.logged_seq as f64);
-        ::metrics::gauge!(names::APPLIED_SEQ, "writer" => w.clone()).set(s.applied_seq as f64);
-        ::metrics::gauge!(names::WAL_BYTES, "writer" => w).set(s.wal_bytes as f64);
-    }
-    for (writer, connector, age) in connector_ages() {
-        ::metrics::gauge!(names::CONNECTOR_PENDING_AGE, "writer" => writer, "connector" => connector)
-            .set(age.as_secs_f64());
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The Prometheus recorder.
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Counter,
@@ -352,293 +107,379 @@ impl Kind {
     }
 }
 
-/// A fixed-bucket histogram.
-#[derive(Debug)]
-struct Buckets {
-    counts: Vec<AtomicU64>,
-    count: AtomicU64,
-    sum: Mutex<f64>,
-}
+/// Every metric of the crate: name, type, unit and help text.
+const DESCRIPTIONS: &[(&str, Kind, Option<Unit>, &str)] = &[
+    (
+        names::COMMITS,
+        Kind::Counter,
+        None,
+        "Flushes of the commit buffer that the log synced.",
+    ),
+    (
+        names::COMMIT_FAILURES,
+        Kind::Counter,
+        None,
+        "Flushes that failed to reach the log (stage=log) or store applies that failed and are retried (stage=store).",
+    ),
+    (
+        names::COMMIT_DURATION,
+        Kind::Histogram,
+        Some(Unit::Seconds),
+        "Seal-to-sync time of successful flushes.",
+    ),
+    (
+        names::COMMIT_AVG_MS,
+        Kind::Gauge,
+        Some(Unit::Milliseconds),
+        "Mean flush time since the buffer opened (Kafka Connect: offset-commit-avg-time-ms).",
+    ),
+    (
+        names::COMMIT_MAX_MS,
+        Kind::Gauge,
+        Some(Unit::Milliseconds),
+        "Longest flush since the buffer opened (Kafka Connect: offset-commit-max-time-ms).",
+    ),
+    (
+        names::REPLAYED_BATCHES,
+        Kind::Counter,
+        None,
+        "Batches replayed from the write-ahead log into the store when the buffer opened.",
+    ),
+    (
+        names::WAL_BYTES,
+        Kind::Gauge,
+        Some(Unit::Bytes),
+        "Bytes held by the write-ahead log.",
+    ),
+    (
+        names::WAL_SEGMENTS,
+        Kind::Gauge,
+        None,
+        "Segment files held by the write-ahead log, the active one included.",
+    ),
+    (
+        names::PENDING,
+        Kind::Gauge,
+        None,
+        "Distinct keys offered and not yet sealed.",
+    ),
+    (
+        names::OLDEST_PENDING_AGE,
+        Kind::Gauge,
+        Some(Unit::Seconds),
+        "Age of the oldest offer not yet sealed into a batch.",
+    ),
+    (
+        names::CONNECTOR_PENDING_AGE,
+        Kind::Gauge,
+        Some(Unit::Seconds),
+        "Age of the oldest uncommitted offer of each connector (source-side offset lag); 0 when none.",
+    ),
+    (
+        names::LOGGED_SEQ,
+        Kind::Gauge,
+        None,
+        "Highest batch seq synced to the log.",
+    ),
+    (
+        names::APPLIED_SEQ,
+        Kind::Gauge,
+        None,
+        "Highest batch seq the store applied.",
+    ),
+    (
+        names::DEAD_LETTERS,
+        Kind::Counter,
+        None,
+        "Records written to a dead-letter file (bytes or offsets that could not be used).",
+    ),
+    (
+        names::OFFSET_RESETS,
+        Kind::Counter,
+        None,
+        "Offsets a worker could not use, handled by a reset policy.",
+    ),
+];
 
-impl Buckets {
-    fn new() -> Self {
-        Buckets {
-            counts: DURATION_BUCKETS.iter().map(|_| AtomicU64::new(0)).collect(),
-            count: AtomicU64::new(0),
-            sum: Mutex::new(0.0),
+/// Registers the descriptions of every metric with the installed recorder.
+pub fn describe() {
+    use ::metrics::{describe_counter, describe_gauge, describe_histogram};
+    for &(name, kind, unit, help) in DESCRIPTIONS {
+        match (kind, unit) {
+            (Kind::Counter, None) => describe_counter!(name, help),
+            (Kind::Counter, Some(u)) => describe_counter!(name, u, help),
+            (Kind::Gauge, None) => describe_gauge!(name, help),
+            (Kind::Gauge, Some(u)) => describe_gauge!(name, u, help),
+            (Kind::Histogram, None) => describe_histogram!(name, help),
+            (Kind::Histogram, Some(u)) => describe_histogram!(name, u, help),
         }
     }
 }
 
-impl HistogramFn for Buckets {
-    fn record(&self, value: f64) {
-        if let Some(i) = DURATION_BUCKETS.iter().position(|b| value <= *b) {
-            self.counts[i].fetch_add(1, Ordering::Relaxed);
+// ---------------------------------------------------------------------------------------------
+// Hooks called with plain numbers where the commit buffer, the log, the dead-letter file and the
+// reset policies count (one line each there). Labels are written in name order: the exporter keeps
+// the order given, and a series should read the same wherever it is recorded.
+
+/// A flush the log synced: its time, the buffer's totals since open and its highest logged seq.
+pub(crate) fn commit_succeeded(
+    writer: &str,
+    elapsed: Duration,
+    commits: u64,
+    commit_time_total: Duration,
+    commit_time_max: Duration,
+    logged_seq: u64,
+) {
+    let w = writer.to_string();
+    ::metrics::counter!(names::COMMITS, "writer" => w.clone()).increment(1);
+    ::metrics::histogram!(names::COMMIT_DURATION, "writer" => w.clone())
+        .record(elapsed.as_secs_f64());
+    if commits > 0 {
+        let avg = commit_time_total.as_secs_f64() * 1000.0 / commits as f64;
+        ::metrics::gauge!(names::COMMIT_AVG_MS, "writer" => w.clone()).set(avg);
+    }
+    ::metrics::gauge!(names::COMMIT_MAX_MS, "writer" => w.clone())
+        .set(commit_time_max.as_secs_f64() * 1000.0);
+    ::metrics::gauge!(names::LOGGED_SEQ, "writer" => w).set(logged_seq as f64);
+}
+
+pub(crate) fn commit_failed(writer: &str, stage: &'static str) {
+    ::metrics::counter!(names::COMMIT_FAILURES, "stage" => stage, "writer" => writer.to_string())
+        .increment(1);
+}
+
+pub(crate) fn replayed(writer: &str, batches: u64) {
+    ::metrics::counter!(names::REPLAYED_BATCHES, "writer" => writer.to_string()).increment(batches);
+}
+
+/// The log's size after a commit: bytes held (closed segments, snapshot and the active segment)
+/// and segment files (the active one included).
+pub(crate) fn wal_state(writer: &str, bytes: u64, segments: usize) {
+    ::metrics::gauge!(names::WAL_BYTES, "writer" => writer.to_string()).set(bytes as f64);
+    ::metrics::gauge!(names::WAL_SEGMENTS, "writer" => writer.to_string()).set(segments as f64);
+}
+
+pub(crate) fn dead_lettered(source: &'static str) {
+    ::metrics::counter!(names::DEAD_LETTERS, "source" => source).increment(1);
+}
+
+pub(crate) fn offset_reset(connector: &str, policy: &'static str, reason: &'static str) {
+    ::metrics::counter!(names::OFFSET_RESETS, "connector" => connector.to_string(),
+        "policy" => policy, "reason" => reason)
+    .increment(1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-connector age of the oldest uncommitted offer. The buffer keeps the ages in its own state
+// (under the lock its offer path takes anyway) while tracking is on; this module only holds the
+// switch and samples the numbers.
+
+static TRACK_AGES: AtomicBool = AtomicBool::new(false);
+
+/// Turns tracking of the per-connector age of the oldest uncommitted offer on or off (it costs a map
+/// lookup per offer; [`install`] turns it on).
+pub fn track_connector_age(on: bool) {
+    TRACK_AGES.store(on, Ordering::Relaxed);
+}
+
+/// Whether buffers record per-connector ages on offer.
+#[inline]
+pub(crate) fn connector_age_tracked() -> bool {
+    TRACK_AGES.load(Ordering::Relaxed)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sampled sources: gauges read on demand.
+
+/// What one source (a commit buffer) reports when sampled: plain numbers.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct BufferSample {
+    /// The writer identity (the `writer` label).
+    pub writer: String,
+    /// Distinct keys offered and not yet sealed.
+    pub pending: usize,
+    /// Age of the oldest offer not yet sealed.
+    pub oldest_pending_age: Option<Duration>,
+    /// Highest seq synced to the log.
+    pub logged_seq: u64,
+    /// Highest seq the store applied.
+    pub applied_seq: u64,
+    /// Bytes the log holds.
+    pub wal_bytes: u64,
+    /// Every connector seen since open with the age of its oldest uncommitted offer
+    /// (`Duration::ZERO` when it has nothing uncommitted); empty unless tracking is on.
+    pub connector_ages: Vec<(String, Duration)>,
+}
+
+/// A source of gauges that [`sample`] reads: [`CommitBuffer`](crate::buffer::CommitBuffer)
+/// implements it, and [`watch`] registers one.
+pub trait Sampled: Send + Sync {
+    /// The source's numbers now.
+    fn sample(&self) -> BufferSample;
+}
+
+type Sources = Mutex<Vec<Weak<dyn Sampled>>>;
+
+/// Sources whose every gauge is sampled ([`watch`]).
+fn watched() -> &'static Sources {
+    static WATCHED: OnceLock<Sources> = OnceLock::new();
+    WATCHED.get_or_init(Default::default)
+}
+
+/// Every open buffer, for the per-connector ages (they need no [`watch`]).
+fn open_buffers() -> &'static Sources {
+    static OPEN: OnceLock<Sources> = OnceLock::new();
+    OPEN.get_or_init(Default::default)
+}
+
+fn add(sources: &Sources, source: Weak<dyn Sampled>) {
+    let mut w = sources.lock().unwrap_or_else(|p| p.into_inner());
+    w.retain(|b| b.strong_count() > 0);
+    w.push(source);
+}
+
+fn live(sources: &Sources) -> Vec<Arc<dyn Sampled>> {
+    let mut w = sources.lock().unwrap_or_else(|p| p.into_inner());
+    w.retain(|b| b.strong_count() > 0);
+    w.iter().filter_map(Weak::upgrade).collect()
+}
+
+/// Samples `source`'s pending count, oldest pending age and seqs at every [`sample`] for as long
+/// as it lives.
+pub fn watch<S: Sampled + 'static>(source: &Arc<S>) {
+    let weak: Weak<dyn Sampled> = Arc::downgrade(source) as Weak<dyn Sampled>;
+    add(watched(), weak);
+}
+
+/// Called by every buffer when it opens: its per-connector ages are sampled while it lives.
+pub(crate) fn opened(source: Weak<dyn Sampled>) {
+    add(open_buffers(), source);
+}
+
+/// The age of the oldest uncommitted offer of every connector seen so far, per writer
+/// (`Duration::ZERO` when the connector has nothing pending), sorted. Empty unless tracking is on.
+pub fn connector_ages() -> Vec<(String, String, Duration)> {
+    connector_ages_of(live(open_buffers()).iter().chain(&live(watched())))
+}
+
+fn connector_ages_of<'a>(
+    sources: impl Iterator<Item = &'a Arc<dyn Sampled>>,
+) -> Vec<(String, String, Duration)> {
+    // A watched buffer is also an open one: one entry per (writer, connector).
+    let mut all = BTreeMap::new();
+    for s in sources {
+        let s = s.sample();
+        for (c, age) in s.connector_ages {
+            all.entry((s.writer.clone(), c)).or_insert(age);
         }
-        self.count.fetch_add(1, Ordering::Relaxed);
-        *self.sum.lock().unwrap_or_else(|p| p.into_inner()) += value;
+    }
+    all.into_iter().map(|((w, c), age)| (w, c, age)).collect()
+}
+
+/// Records the pulled gauges (watched buffers, per-connector ages) through the facade. Call it
+/// before a scrape when using another exporter; [`PrometheusHandle::render`] calls it itself.
+pub fn sample() {
+    let watched = live(watched());
+    for b in &watched {
+        record_gauges(&b.sample());
+    }
+    for (writer, connector, age) in connector_ages_of(live(open_buffers()).iter().chain(&watched)) {
+        ::metrics::gauge!(names::CONNECTOR_PENDING_AGE, "connector" => connector, "writer" => writer)
+            .set(age.as_secs_f64());
     }
 }
 
-#[derive(Debug, Clone)]
-enum Cell {
-    Counter(Arc<AtomicU64>),
-    Gauge(Arc<AtomicU64>),
-    Histogram(Arc<Buckets>),
+fn record_gauges(s: &BufferSample) {
+    let w = s.writer.clone();
+    ::metrics::gauge!(names::PENDING, "writer" => w.clone()).set(s.pending as f64);
+    ::metrics::gauge!(names::OLDEST_PENDING_AGE, "writer" => w.clone())
+        .set(s.oldest_pending_age.map_or(0.0, |d| d.as_secs_f64()));
+    ::metrics::gauge!(names::LOGGED_SEQ, "writer" => w.clone()).set(s.logged_seq as f64);
+    ::metrics::gauge!(names::APPLIED_SEQ, "writer" => w.clone()).set(s.applied_seq as f64);
+    ::metrics::gauge!(names::WAL_BYTES, "writer" => w).set(s.wal_bytes as f64);
 }
 
-type SeriesKey = (String, Vec<(String, String)>);
+// ---------------------------------------------------------------------------------------------
+// The Prometheus exporter.
 
-#[derive(Debug, Default)]
-struct Registry {
-    series: Mutex<BTreeMap<SeriesKey, Cell>>,
-    help: Mutex<BTreeMap<String, (Kind, String)>>,
+/// `metrics-exporter-prometheus`'s recorder with this crate's histogram buckets, and the handle
+/// that renders it.
+fn recorder() -> (PrometheusRecorder, PrometheusHandle) {
+    let recorder = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full(names::COMMIT_DURATION.into()),
+            DURATION_BUCKETS,
+        )
+        .expect("DURATION_BUCKETS is not empty")
+        .build_recorder();
+    let handle = PrometheusHandle {
+        inner: recorder.handle(),
+    };
+    (recorder, handle)
 }
 
-impl Registry {
-    fn cell(&self, key: &Key, make: impl FnOnce() -> Cell) -> Cell {
-        let mut labels: Vec<(String, String)> = key
-            .labels()
-            .map(|l| (l.key().to_string(), l.value().to_string()))
-            .collect();
-        labels.sort();
-        let k = (key.name().to_string(), labels);
-        self.series
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(k)
-            .or_insert_with(make)
-            .clone()
-    }
-
-    fn describe(&self, key: KeyName, kind: Kind, description: SharedString) {
-        self.help
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key.as_str().to_string(), (kind, description.to_string()));
-    }
-
-    fn render(&self) -> String {
-        let series = self
-            .series
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let help = self.help.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let mut out = String::new();
-        let mut last_name: Option<&str> = None;
-        // Every described metric gets its HELP and TYPE lines even before a first sample, so a
-        // scraper (and a test) sees the full list.
-        let mut names: BTreeMap<&str, Option<Kind>> = help
-            .iter()
-            .map(|(n, (k, _))| (n.as_str(), Some(*k)))
-            .collect();
-        for ((name, _), cell) in &series {
-            let kind = match cell {
-                Cell::Counter(_) => Kind::Counter,
-                Cell::Gauge(_) => Kind::Gauge,
-                Cell::Histogram(_) => Kind::Histogram,
-            };
-            names.entry(name.as_str()).or_insert(Some(kind));
-        }
-        for (name, kind) in &names {
-            if last_name != Some(name) {
-                if let Some((_, text)) = help.get(*name) {
-                    let _ = writeln!(out, "# HELP {name} {}", escape_help(text));
-                }
-                if let Some(k) = kind {
-                    let _ = writeln!(out, "# TYPE {name} {}", k.as_str());
-                }
-                last_name = Some(name);
-            }
-            for ((n, labels), cell) in series.range((name.to_string(), Vec::new())..) {
-                if n != name {
-                    break;
-                }
-                match cell {
-                    Cell::Counter(v) => {
-                        let _ = writeln!(
-                            out,
-                            "{name}{} {}",
-                            label_text(labels, None),
-                            v.load(Ordering::Relaxed)
-                        );
-                    }
-                    Cell::Gauge(v) => {
-                        let _ = writeln!(
-                            out,
-                            "{name}{} {}",
-                            label_text(labels, None),
-                            number(f64::from_bits(v.load(Ordering::Relaxed)))
-                        );
-                    }
-                    Cell::Histogram(h) => {
-                        let mut cumulative = 0;
-                        for (b, c) in DURATION_BUCKETS.iter().zip(&h.counts) {
-                            cumulative += c.load(Ordering::Relaxed);
-                            let _ = writeln!(
-                                out,
-                                "{name}_bucket{} {cumulative}",
-                                label_text(labels, Some(&number(*b)))
-                            );
-                        }
-                        let count = h.count.load(Ordering::Relaxed);
-                        let _ = writeln!(
-                            out,
-                            "{name}_bucket{} {count}",
-                            label_text(labels, Some("+Inf"))
-                        );
-                        let sum = *h.sum.lock().unwrap_or_else(|p| p.into_inner());
-                        let _ = writeln!(
-                            out,
-                            "{name}_sum{} {}",
-                            label_text(labels, None),
-                            number(sum)
-                        );
-                        let _ = writeln!(out, "{name}_count{} {count}", label_text(labels, None));
-                    }
-                }
-            }
-        }
-        out
-    }
-}
-
-fn number(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v.is_infinite() {
-        if v > 0.0 {
-            "+Inf".into()
-        } else {
-            "-Inf".into()
-        }
-    } else {
-        format!("{v}")
-    }
-}
-
-fn escape_help(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('\n', "\\n")
-}
-
-fn label_text(labels: &[(String, String)], le: Option<&str>) -> String {
-    if labels.is_empty() && le.is_none() {
-        return String::new();
-    }
-    let mut out = String::from("{");
-    let mut first = true;
-    let all = labels
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .chain(le.map(|v| ("le", v)));
-    for (k, v) in all {
-        if !first {
-            out.push(',');
-        }
-        first = false;
-        out.push_str(k);
-        out.push_str("=\"");
-        for c in v.chars() {
-            match c {
-                '\\' => out.push_str("\\\\"),
-                '"' => out.push_str("\\\""),
-                '\n' => out.push_str("\\n"),
-                c => out.push(c),
-            }
-        }
-        out.push('"');
-    }
-    out.push('}');
-    out
-}
-
-/// A `metrics` recorder that keeps every series in memory and renders the Prometheus text format.
-/// Use it as the global recorder through [`install`], or locally with
-/// [`metrics::with_local_recorder`](::metrics::with_local_recorder).
-#[derive(Debug, Clone, Default)]
-pub struct PrometheusRecorder {
-    registry: Arc<Registry>,
-}
-
-impl PrometheusRecorder {
-    /// An empty recorder.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A handle that renders what this recorder holds.
-    pub fn handle(&self) -> PrometheusHandle {
-        PrometheusHandle {
-            registry: Arc::clone(&self.registry),
-        }
-    }
-}
-
-impl Recorder for PrometheusRecorder {
-    fn describe_counter(&self, key: KeyName, _unit: Option<Unit>, description: SharedString) {
-        self.registry.describe(key, Kind::Counter, description);
-    }
-    fn describe_gauge(&self, key: KeyName, _unit: Option<Unit>, description: SharedString) {
-        self.registry.describe(key, Kind::Gauge, description);
-    }
-    fn describe_histogram(&self, key: KeyName, _unit: Option<Unit>, description: SharedString) {
-        self.registry.describe(key, Kind::Histogram, description);
-    }
-    fn register_counter(&self, key: &Key, _metadata: &Metadata<'_>) -> Counter {
-        match self
-            .registry
-            .cell(key, || Cell::Counter(Arc::new(AtomicU64::new(0))))
-        {
-            Cell::Counter(c) => Counter::from_arc(c),
-            _ => Counter::noop(),
-        }
-    }
-    fn register_gauge(&self, key: &Key, _metadata: &Metadata<'_>) -> Gauge {
-        match self.registry.cell(key, || {
-            Cell::Gauge(Arc::new(AtomicU64::new(0f64.to_bits())))
-        }) {
-            Cell::Gauge(g) => Gauge::from_arc(g),
-            _ => Gauge::noop(),
-        }
-    }
-    fn register_histogram(&self, key: &Key, _metadata: &Metadata<'_>) -> Histogram {
-        match self
-            .registry
-            .cell(key, || Cell::Histogram(Arc::new(Buckets::new())))
-        {
-            Cell::Histogram(h) => Histogram::from_arc(h),
-            _ => Histogram::noop(),
-        }
-    }
-}
-
-/// Renders the series of a [`PrometheusRecorder`].
+/// Renders what the installed recorder holds, after a [`sample`].
 #[derive(Debug, Clone)]
 pub struct PrometheusHandle {
-    registry: Arc<Registry>,
+    inner: metrics_exporter_prometheus::PrometheusHandle,
 }
 
 impl PrometheusHandle {
     /// The Prometheus text format (version 0.0.4) of every series, after a [`sample`].
     pub fn render(&self) -> String {
         sample();
-        self.registry.render()
+        self.render_sampled()
+    }
+
+    /// The exporter's text, followed by the HELP and TYPE lines of this crate's metrics that have no
+    /// series yet (the exporter writes a family only once it has one), so a scraper sees the full
+    /// list from the start.
+    fn render_sampled(&self) -> String {
+        let mut out = self.inner.render();
+        let present: std::collections::BTreeSet<&str> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
+        let missing: Vec<_> = DESCRIPTIONS
+            .iter()
+            .filter(|(name, ..)| !present.contains(name))
+            .collect();
+        for (name, kind, _, help) in missing {
+            let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} {}\n\n",
+                kind.as_str()
+            ));
+        }
+        out
     }
 }
 
-/// Installs a [`PrometheusRecorder`] as the global `metrics` recorder (once per process; later calls
-/// return the same handle), describes every metric and turns per-connector age tracking on.
+/// Installs `metrics-exporter-prometheus`'s recorder as the global `metrics` recorder (once per
+/// process; later calls return the same handle), describes every metric, turns per-connector age
+/// tracking on and starts a thread that folds recorded histogram samples into their buckets every
+/// 5 s (the exporter keeps samples until then, or until the next render).
 /// Fails when another recorder is already installed.
 pub fn install() -> Result<PrometheusHandle> {
     static HANDLE: OnceLock<std::result::Result<PrometheusHandle, String>> = OnceLock::new();
     let result = HANDLE.get_or_init(|| {
-        let recorder = PrometheusRecorder::new();
-        let handle = recorder.handle();
+        let (recorder, handle) = recorder();
         ::metrics::set_global_recorder(recorder)
             .map_err(|e| format!("cannot install the Prometheus recorder: {e}"))?;
         describe();
         track_connector_age(true);
+        let upkeep = handle.inner.clone();
+        std::thread::Builder::new()
+            .name("offsets-metrics-upkeep".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(Duration::from_secs(5));
+                    upkeep.run_upkeep();
+                }
+            })
+            .map_err(|e| format!("cannot start the metrics upkeep thread: {e}"))?;
         Ok(handle)
     });
     result.clone().map_err(Error::Invalid)
@@ -650,24 +491,20 @@ mod tests {
 
     #[test]
     fn renders_counters_gauges_and_histograms() {
-        let recorder = PrometheusRecorder::new();
-        let handle = recorder.handle();
+        let (recorder, handle) = recorder();
         ::metrics::with_local_recorder(&recorder, || {
             describe();
             commit_succeeded(
                 "w\"1",
                 Duration::from_millis(3),
-                &BufferStats {
-                    commits: 2,
-                    commit_time_total: Duration::from_millis(8),
-                    commit_time_max: Duration::from_millis(5),
-                    logged_seq: 2,
-                    ..Default::default()
-                },
+                2,
+                Duration::from_millis(8),
+                Duration::from_millis(5),
+                2,
             );
             commit_failed("w\"1", "log");
         });
-        let text = handle.registry.render();
+        let text = handle.render_sampled();
         assert!(
             text.contains("# TYPE connect_offsets_commits_total counter"),
             "{text}"
@@ -709,25 +546,89 @@ mod tests {
     }
 
     #[test]
-    fn connector_ages_follow_seal_and_merge_back() {
-        track_connector_age(true);
-        offered("ages-w", "a");
-        offered("ages-w", "b");
-        std::thread::sleep(Duration::from_millis(5));
-        let age = |c: &str| {
+    fn families_without_series_still_have_help_and_type() {
+        let (recorder, handle) = recorder();
+        ::metrics::with_local_recorder(&recorder, || {
+            describe();
+            replayed("w", 3);
+        });
+        let text = handle.render_sampled();
+        for &(name, kind, _, help) in DESCRIPTIONS {
+            let family = format!("# HELP {name} {help}\n# TYPE {name} {}\n", kind.as_str());
+            assert_eq!(text.matches(&family).count(), 1, "{name} in\n{text}");
+        }
+        assert!(
+            text.contains("connect_offsets_replayed_batches_total{writer=\"w\"} 3"),
+            "{text}"
+        );
+    }
+
+    /// A source that reports fixed numbers.
+    struct Fixed(BufferSample);
+    impl Sampled for Fixed {
+        fn sample(&self) -> BufferSample {
+            self.0.clone()
+        }
+    }
+
+    #[test]
+    fn sample_reads_watched_and_open_sources_until_they_are_dropped() {
+        let (recorder, handle) = recorder();
+        let watched = Arc::new(Fixed(BufferSample {
+            writer: "sampled-w".into(),
+            pending: 7,
+            oldest_pending_age: Some(Duration::from_millis(1500)),
+            logged_seq: 9,
+            applied_seq: 8,
+            wal_bytes: 4096,
+            connector_ages: vec![("a".into(), Duration::from_millis(250))],
+        }));
+        let open = Arc::new(Fixed(BufferSample {
+            writer: "open-w".into(),
+            pending: 1,
+            connector_ages: vec![("b".into(), Duration::ZERO)],
+            ..Default::default()
+        }));
+        watch(&watched);
+        opened(Arc::downgrade(&watched) as Weak<dyn Sampled>);
+        opened(Arc::downgrade(&open) as Weak<dyn Sampled>);
+        let ages = connector_ages();
+        let mine: Vec<_> = ages
+            .iter()
+            .filter(|(w, ..)| w == "sampled-w" || w == "open-w")
+            .cloned()
+            .collect();
+        assert_eq!(
+            mine,
+            vec![
+                ("open-w".into(), "b".into(), Duration::ZERO),
+                ("sampled-w".into(), "a".into(), Duration::from_millis(250)),
+            ]
+        );
+        ::metrics::with_local_recorder(&recorder, sample);
+        let text = handle.render_sampled();
+        for want in [
+            "connect_offsets_pending_offsets{writer=\"sampled-w\"} 7",
+            "connect_offsets_oldest_pending_age_seconds{writer=\"sampled-w\"} 1.5",
+            "connect_offsets_logged_seq{writer=\"sampled-w\"} 9",
+            "connect_offsets_applied_seq{writer=\"sampled-w\"} 8",
+            "connect_offsets_wal_bytes{writer=\"sampled-w\"} 4096",
+            "connect_offsets_connector_oldest_pending_age_seconds{connector=\"a\",writer=\"sampled-w\"} 0.25",
+            "connect_offsets_connector_oldest_pending_age_seconds{connector=\"b\",writer=\"open-w\"} 0",
+        ] {
+            assert_eq!(text.matches(want).count(), 1, "`{want}` in\n{text}");
+        }
+        // Only watched sources give the buffer gauges.
+        assert!(
+            !text.contains("pending_offsets{writer=\"open-w\"}"),
+            "{text}"
+        );
+        drop(watched);
+        drop(open);
+        assert!(
             connector_ages()
-                .into_iter()
-                .find(|(w, n, _)| w == "ages-w" && n == c)
-                .map(|(_, _, a)| a)
-        };
-        assert!(age("a").unwrap() >= Duration::from_millis(5));
-        sealed("ages-w");
-        // Sealed but not yet logged: still uncommitted.
-        assert!(age("a").unwrap() >= Duration::from_millis(5));
-        merged_back("ages-w");
-        assert!(age("b").unwrap() >= Duration::from_millis(5));
-        sealed("ages-w");
-        committed("ages-w");
-        assert_eq!(age("a"), Some(Duration::ZERO));
+                .iter()
+                .all(|(w, ..)| w != "sampled-w" && w != "open-w")
+        );
     }
 }
