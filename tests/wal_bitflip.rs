@@ -292,3 +292,62 @@ fn a_rotted_length_in_the_newest_segment_is_refused_not_cut() {
         "a refused recovery cut nothing"
     );
 }
+
+/// The same promise for the memory store's snapshot (the whole store as of a segment): every header
+/// bit and sampled payload bits of a snapshot written by the commit buffer's compaction.
+#[test]
+fn every_header_bit_and_sampled_payload_bits_of_a_snapshot() {
+    let sim = SimFs::new();
+    let mut c = config(&sim);
+    c.segment_bytes = 200;
+    let mut want = Vec::new();
+    {
+        let buf = CommitBuffer::open(memory(), c.clone()).unwrap();
+        for seq in 1..=12u64 {
+            let b = batch(seq);
+            for (k, v) in &b.entries {
+                buf.offer(k.clone(), v.clone().unwrap()).unwrap();
+            }
+            buf.commit_with(connect_offsets::buffer::Durability::Store)
+                .wait()
+                .unwrap();
+        }
+        for i in 0..16 {
+            want.push((key(i), buf.get(&key(i)).unwrap()));
+        }
+        buf.close().unwrap();
+    }
+    let dir = Path::new("/wal");
+    let names = connect_offsets::wal::fs::WalFs::list(&sim, dir).unwrap();
+    let snap = names
+        .iter()
+        .find(|n| n.ends_with(".snap"))
+        .map(|n| dir.join(n))
+        .expect("compaction wrote a snapshot");
+    let pristine = sim.contents(&snap).unwrap();
+    let header = (0..HEADER_LEN * 8).map(|bit| (bit / 8, bit % 8));
+    let payload = (HEADER_LEN..pristine.len())
+        .step_by(3)
+        .map(|at| (at, at % 8));
+    let mut refused = 0;
+    for (at, bit) in header.chain(payload) {
+        let mut bytes = pristine.clone();
+        bytes[at] ^= 1 << bit;
+        sim.put(&snap, &bytes);
+        match CommitBuffer::open(memory(), c.clone()) {
+            Ok(buf) => {
+                for (k, v) in &want {
+                    assert_eq!(&buf.get(k).unwrap(), v, "byte {at} bit {bit}: {k:?}");
+                }
+                buf.close().unwrap();
+            }
+            Err(Error::Corrupted { file, offset, .. }) => {
+                refused += 1;
+                assert_eq!((file, offset), (snap.clone(), 0), "byte {at} bit {bit}");
+            }
+            Err(e) => panic!("byte {at} bit {bit}: neither kept nor Corrupted: {e}"),
+        }
+    }
+    sim.put(&snap, &pristine);
+    assert!(refused > HEADER_LEN * 8);
+}
