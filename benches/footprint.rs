@@ -1,4 +1,4 @@
-//! Memory footprint of the memory store (issue 5's goal: 1,000,000 offsets take at most twice their raw
+//! Memory footprint of the memory store (the goal: 1,000,000 offsets take at most twice their raw
 //! bytes). Not a criterion bench: it counts the heap bytes live before and after filling a
 //! `MemoryStore`, through a counting global allocator (which is why it is a binary of its own), and
 //! prints them next to the raw bytes of the same offsets: the key and value bytes Kafka Connect writes
