@@ -1,0 +1,220 @@
+//! The apply thread: takes the batches the log thread logged, in log order, writes the ones queued
+//! behind each other to the store in one write (up to [`COALESCE_ENTRIES`] entries), retries a store
+//! that fails until it takes the batch, acks `Store` tickets, hands emptied maps back for the next
+//! seal, and when a logged batch closed a segment, releases or compacts the log through it.
+
+use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+use super::hook;
+use super::release::release_or_compact;
+use super::state::{Shared, lock};
+use crate::Error;
+use crate::crash::{CrashHook, CrashPoint};
+use crate::model::{Batch, Entries};
+use crate::store::OffsetStore;
+use crate::wal::{ClosedSegment, WalDir};
+
+/// What the log thread sends the apply thread, in log order.
+pub(super) enum Job {
+    /// A logged batch to apply; `closes` is the segment its append closed, if it did.
+    Apply {
+        batch: Arc<Batch>,
+        epoch: u64,
+        closes: Option<ClosedSegment>,
+    },
+    /// An epoch with nothing to apply (empty, or its write failed): decided once the batches
+    /// before it are applied.
+    Mark { epoch: u64 },
+}
+
+pub(super) struct ApplyThread {
+    shared: Arc<Shared>,
+    store: Arc<dyn OffsetStore>,
+    wal: Arc<WalDir>,
+    hook: Option<Arc<dyn CrashHook>>,
+}
+
+/// The apply thread writes the logged batches queued behind the one it takes in the same store write,
+/// while their entries together stay within this many: a store with a high cost per write (a Kafka
+/// transaction) then keeps up with many small commits, and big batches are left as they are.
+const COALESCE_ENTRIES: usize = 10_000;
+
+impl ApplyThread {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        store: Arc<dyn OffsetStore>,
+        wal: Arc<WalDir>,
+        hook: Option<Arc<dyn CrashHook>>,
+    ) -> Self {
+        ApplyThread {
+            shared,
+            store,
+            wal,
+            hook,
+        }
+    }
+
+    pub(super) fn run(self, rx: Receiver<Job>) {
+        let mut next: Option<Job> = None;
+        loop {
+            let job = match next.take() {
+                Some(job) => job,
+                None => match rx.recv() {
+                    Ok(job) => job,
+                    Err(_) => return,
+                },
+            };
+            match job {
+                Job::Mark { epoch } => {
+                    lock(&self.shared).applied = epoch;
+                    self.shared.notify();
+                }
+                Job::Apply {
+                    batch,
+                    epoch,
+                    closes,
+                } => {
+                    // Batches logged meanwhile, in log order; a Mark ends the group (it must be
+                    // seen after the batches before it).
+                    let mut group = vec![batch];
+                    let mut epoch = epoch;
+                    let mut closes = closes;
+                    let mut entries = group[0].entries.len();
+                    while entries < COALESCE_ENTRIES {
+                        match rx.try_recv() {
+                            Ok(Job::Apply {
+                                batch,
+                                epoch: e,
+                                closes: c,
+                            }) if entries + batch.entries.len() <= COALESCE_ENTRIES => {
+                                entries += batch.entries.len();
+                                group.push(batch);
+                                epoch = e;
+                                // The newest closed segment: releasing through it releases the older.
+                                closes = c.or(closes);
+                            }
+                            Ok(other) => {
+                                next = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    // One batch as it is; several as one with the last seq (later values win):
+                    // the store goes from the state before the first to the state after the last in
+                    // one atomic write, which is a prefix of the log either way.
+                    let merged = if group.len() == 1 {
+                        Arc::clone(&group[0])
+                    } else {
+                        let last = group.last().expect("a group");
+                        let mut all = Entries::default();
+                        all.reserve(entries);
+                        for b in &group {
+                            for (k, v) in &b.entries {
+                                all.insert(k.clone(), v.clone());
+                            }
+                        }
+                        Arc::new(Batch {
+                            writer: last.writer.clone(),
+                            seq: last.seq,
+                            entries: all,
+                        })
+                    };
+                    if !self.apply(&merged, &group, epoch) {
+                        return;
+                    }
+                    let release = closes.map(|seg| (seg, merged.writer.clone(), merged.seq));
+                    drop(merged);
+                    // Give emptied maps back to the log thread: the next seal reuses their tables.
+                    for batch in group {
+                        if let Ok(done) = Arc::try_unwrap(batch) {
+                            let mut entries = done.entries;
+                            entries.clear();
+                            let mut st = lock(&self.shared);
+                            if st.spare.len() < 2 {
+                                st.spare.push(entries);
+                            }
+                        }
+                    }
+                    if let Some((seg, writer, seq)) = release
+                        && let Err(e) = release_or_compact(
+                            &*self.store,
+                            &self.wal,
+                            &writer,
+                            seq,
+                            Some(seg.generation),
+                        )
+                    {
+                        if e.is_fatal() {
+                            self.stop(e);
+                            return;
+                        }
+                        // Release is retried at the next segment; nothing is lost by waiting.
+                        tracing::warn!(error = %e, "could not release log segments yet");
+                    }
+                }
+            }
+        }
+    }
+
+    fn stop(&self, e: Error) {
+        let mut st = lock(&self.shared);
+        if st.poisoned.is_none() {
+            st.poisoned = Some(Arc::new(e));
+        }
+        drop(st);
+        self.shared.notify();
+    }
+
+    /// Applies `batch` (one logged batch, or the `group` of them merged), retrying until the store
+    /// takes it. False when the thread must stop.
+    fn apply(&self, batch: &Arc<Batch>, group: &[Arc<Batch>], epoch: u64) -> bool {
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            match self.store.apply(batch) {
+                Ok(()) => break,
+                Err(e) if e.is_fatal() => {
+                    self.stop(e);
+                    return false;
+                }
+                Err(e) => {
+                    tracing::warn!(writer = %self.shared.writer, seq = batch.seq, error = %e, "store apply failed; retrying");
+                    let mut st = lock(&self.shared);
+                    st.last_store_error = Some(Arc::new(e));
+                    st.stats.failures += 1;
+                    crate::metrics::commit_failed(&self.shared.writer, "store");
+                    if st.closing {
+                        return false;
+                    }
+                    let _ = self.shared.changed.wait_timeout(st, backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+        if let Err(e) = hook(&self.hook, CrashPoint::AfterApplyBeforeRelease) {
+            self.stop(e);
+            return false;
+        }
+        let mut st = lock(&self.shared);
+        st.applied = epoch;
+        st.stats.applied_seq = batch.seq;
+        st.last_store_error = None;
+        st.stats.store_writes += 1;
+        for logged in group {
+            if let Some(pos) = st.in_flight.iter().position(|b| Arc::ptr_eq(b, logged)) {
+                st.in_flight.remove(pos);
+            }
+        }
+        // Forget decided epochs that no ticket can still be waiting on without having seen them.
+        // (A ticket waiting on a pruned epoch gets the seq of an earlier one: a lower bound.)
+        if st.epoch_seq.len() > 4096 {
+            let keep_from = epoch.saturating_sub(2048);
+            st.epoch_seq = st.epoch_seq.split_off(&keep_from);
+        }
+        drop(st);
+        self.shared.notify();
+        true
+    }
+}

@@ -1,0 +1,164 @@
+//! [`CommitBufferConfig`]: where the log lives, when commits count as done, how often the buffer
+//! commits by itself, how much may wait, and what recovery does with corrupt bytes; settable field by
+//! field or by Kafka Connect's property names. The `testkit` feature adds setters for the seams the
+//! crash tests use (the log's file system, a crash hook, an observer of sealed batches).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Durability, WhenFull};
+use crate::crash::CrashHook;
+use crate::model::Batch;
+use crate::wal::RecoveryPolicy;
+use crate::wal::fs::{RealFs, WalFs};
+use crate::{Error, Result};
+
+/// Observes every sealed batch before it is written (tests build their reference model from it).
+#[cfg(feature = "testkit")]
+pub type SealObserver = Arc<dyn Fn(&Batch) + Send + Sync>;
+#[cfg(not(feature = "testkit"))]
+pub(crate) type SealObserver = Arc<dyn Fn(&Batch) + Send + Sync>;
+
+/// Configuration of a [`CommitBuffer`](super::CommitBuffer).
+#[derive(Clone)]
+pub struct CommitBufferConfig {
+    /// The writer identity: one per log directory; batches carry it and stores record its seq.
+    pub writer: String,
+    /// The log directory (owned by one process at a time).
+    pub wal_dir: PathBuf,
+    /// When `commit()` tickets resolve, unless asked otherwise.
+    pub durability: Durability,
+    /// `offset.flush.interval.ms`: automatic commit interval (default 60 s); `None` commits only when
+    /// asked or full.
+    pub flush_interval: Option<Duration>,
+    /// `offset.flush.timeout.ms`: how long a ticket's `wait` waits (default 5 s).
+    pub flush_timeout: Duration,
+    /// Distinct keys pending before `offer` applies back-pressure (default 1,000,000).
+    pub max_pending: usize,
+    /// Block or refuse when full.
+    pub when_full: WhenFull,
+    /// Start a new log segment after this many bytes (default 16 MiB).
+    pub segment_bytes: u64,
+    /// Batches logged but not yet applied before the log thread waits (default 8).
+    pub max_in_flight: usize,
+    /// What recovery does with corrupt log bytes.
+    pub recovery: RecoveryPolicy,
+    /// Where recovery puts bytes it skips (default `<wal_dir>/dead-letter.jsonl`).
+    pub dead_letter: Option<PathBuf>,
+    // The test kit's seams: set through the `testkit` feature's setters below.
+    pub(super) fs: Arc<dyn WalFs>,
+    pub(super) crash_hook: Option<Arc<dyn CrashHook>>,
+    pub(crate) observer: Option<SealObserver>,
+}
+
+impl std::fmt::Debug for CommitBufferConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommitBufferConfig")
+            .field("writer", &self.writer)
+            .field("wal_dir", &self.wal_dir)
+            .field("durability", &self.durability)
+            .field("flush_interval", &self.flush_interval)
+            .field("flush_timeout", &self.flush_timeout)
+            .field("max_pending", &self.max_pending)
+            .field("when_full", &self.when_full)
+            .field("segment_bytes", &self.segment_bytes)
+            .field("recovery", &self.recovery)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CommitBufferConfig {
+    /// Defaults (Kafka Connect's where it has one), logging to `wal_dir`.
+    pub fn new(wal_dir: impl Into<PathBuf>) -> Self {
+        let wal_dir = wal_dir.into();
+        CommitBufferConfig {
+            writer: "connect-offsets".into(),
+            dead_letter: Some(wal_dir.join("dead-letter.jsonl")),
+            wal_dir,
+            durability: Durability::Local,
+            flush_interval: Some(Duration::from_millis(60_000)),
+            flush_timeout: Duration::from_millis(5_000),
+            max_pending: 1_000_000,
+            when_full: WhenFull::Block,
+            segment_bytes: 16 << 20,
+            max_in_flight: 8,
+            recovery: RecoveryPolicy::Fail,
+            fs: Arc::new(RealFs),
+            crash_hook: None,
+            observer: None,
+        }
+    }
+
+    /// The log's file system (the real one unless set).
+    #[cfg(feature = "testkit")]
+    pub fn with_fs(&mut self, fs: Arc<dyn WalFs>) -> &mut Self {
+        self.fs = fs;
+        self
+    }
+
+    /// A hook called at every crash point.
+    #[cfg(feature = "testkit")]
+    pub fn with_crash_hook(&mut self, hook: Option<Arc<dyn CrashHook>>) -> &mut Self {
+        self.crash_hook = hook;
+        self
+    }
+
+    /// A function that sees every sealed batch before it is written.
+    #[cfg(feature = "testkit")]
+    pub fn with_observer(&mut self, observer: Option<SealObserver>) -> &mut Self {
+        self.observer = observer;
+        self
+    }
+
+    /// Sets one property by Kafka Connect's name (`offset.flush.interval.ms`,
+    /// `offset.flush.timeout.ms`) or ours (`offsets.writer`, `offsets.durability` = local|store,
+    /// `offsets.max.pending`, `offsets.when.full` = block|reject, `offsets.segment.bytes`,
+    /// `offsets.recovery` = fail|skip, `offsets.dead.letter.file`).
+    pub fn set(&mut self, name: &str, value: &str) -> Result<&mut Self> {
+        let bad = |why: &str| Error::Invalid(format!("property `{name}` = `{value}`: {why}"));
+        let num = || {
+            value
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| bad("expected a non-negative integer"))
+        };
+        match name {
+            "offset.flush.interval.ms" => {
+                let ms = num()?;
+                self.flush_interval = (ms > 0).then(|| Duration::from_millis(ms));
+            }
+            "offset.flush.timeout.ms" => self.flush_timeout = Duration::from_millis(num()?.max(1)),
+            "offsets.writer" if value.is_empty() => {
+                return Err(bad("a writer name must not be empty"));
+            }
+            "offsets.writer" => self.writer = value.to_string(),
+            "offsets.durability" => {
+                self.durability = match value {
+                    "local" => Durability::Local,
+                    "store" => Durability::Store,
+                    _ => return Err(bad("expected local or store")),
+                }
+            }
+            "offsets.max.pending" => self.max_pending = (num()? as usize).max(1),
+            "offsets.when.full" => {
+                self.when_full = match value {
+                    "block" => WhenFull::Block,
+                    "reject" => WhenFull::Reject,
+                    _ => return Err(bad("expected block or reject")),
+                }
+            }
+            "offsets.segment.bytes" => self.segment_bytes = num()?.max(4096),
+            "offsets.recovery" => {
+                self.recovery = match value {
+                    "fail" => RecoveryPolicy::Fail,
+                    "skip" => RecoveryPolicy::Skip,
+                    _ => return Err(bad("expected fail or skip")),
+                }
+            }
+            "offsets.dead.letter.file" => self.dead_letter = Some(PathBuf::from(value)),
+            _ => return Err(bad("unknown property")),
+        }
+        Ok(self)
+    }
+}

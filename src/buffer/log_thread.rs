@@ -1,0 +1,253 @@
+//! The log thread: waits for a reason to seal (a commit asked for, the interval due, the pending map
+//! full), seals the pending map into the next batch by swapping maps, encodes it once into a reused
+//! buffer, appends and syncs it (one sync for every committer waiting at that moment), acks `Local`
+//! tickets, rotates the segment when it is big enough, and queues the batch for the apply thread. A
+//! write that failed merges the batch back under newer offers; a failed sync poisons the buffer.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::SyncSender;
+use std::time::{Duration, Instant};
+
+use super::apply_thread::Job;
+use super::config::{CommitBufferConfig, SealObserver};
+use super::hook;
+use super::state::{Shared, State, lock};
+use crate::Error;
+use crate::crash::{CrashHook, CrashPoint};
+use crate::model::{Batch, Entries};
+use crate::wal::{AppendError, WalWriter, frame};
+
+pub(super) struct LogThread {
+    shared: Arc<Shared>,
+    log: WalWriter,
+    tx: SyncSender<Job>,
+    seq: u64,
+    buf: Vec<u8>,
+    hook: Option<Arc<dyn CrashHook>>,
+    observer: Option<SealObserver>,
+    interval: Option<Duration>,
+    segment_bytes: u64,
+    durable_store: bool,
+}
+
+impl LogThread {
+    /// A log thread that appends to `log` after batch `seq` and queues logged batches on `tx`.
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        log: WalWriter,
+        tx: SyncSender<Job>,
+        seq: u64,
+        config: &CommitBufferConfig,
+        durable_store: bool,
+    ) -> Self {
+        LogThread {
+            shared,
+            log,
+            tx,
+            seq,
+            buf: Vec::new(),
+            hook: config.crash_hook.clone(),
+            observer: config.observer.clone(),
+            interval: config.flush_interval,
+            segment_bytes: config.segment_bytes,
+            durable_store,
+        }
+    }
+
+    pub(super) fn run(mut self) {
+        let shared = Arc::clone(&self.shared);
+        let mut next_auto = self.interval.map(|i| Instant::now() + i);
+        loop {
+            // Wait for a reason to seal.
+            let mut st = lock(&shared);
+            let (epoch, entries, oldest) = loop {
+                if st.closing {
+                    return;
+                }
+                let asked = st.requested >= st.open_epoch;
+                let full = st.active.len() >= shared.max_pending;
+                let due = next_auto.is_some_and(|t| Instant::now() >= t);
+                if asked || full || (due && !st.active.is_empty()) {
+                    let epoch = st.open_epoch;
+                    st.open_epoch += 1;
+                    let fresh = st.spare.pop().unwrap_or_default();
+                    let entries = std::mem::replace(&mut st.active, fresh);
+                    st.ages.sealed();
+                    break (epoch, entries, st.oldest_pending.take());
+                }
+                if due {
+                    next_auto = self.interval.map(|i| Instant::now() + i);
+                }
+                st = match next_auto {
+                    Some(t) => {
+                        shared
+                            .changed
+                            .wait_timeout(st, t.saturating_duration_since(Instant::now()))
+                            .unwrap_or_else(|p| p.into_inner())
+                            .0
+                    }
+                    None => shared.changed.wait(st).unwrap_or_else(|p| p.into_inner()),
+                };
+            };
+            if entries.is_empty() {
+                st.epoch_seq.insert(epoch, self.seq);
+                st.durable = epoch;
+                st.spare.push(entries);
+                drop(st);
+                shared.notify();
+                if self.tx.send(Job::Mark { epoch }).is_err() {
+                    return;
+                }
+                continue;
+            }
+            drop(st);
+            next_auto = self.interval.map(|i| Instant::now() + i);
+            if !self.flush(epoch, entries, oldest) {
+                return;
+            }
+        }
+    }
+
+    /// Logs one sealed batch. Returns false when the thread must stop.
+    fn flush(&mut self, epoch: u64, entries: Entries, oldest: Option<Instant>) -> bool {
+        let shared = Arc::clone(&self.shared);
+        let started = Instant::now();
+        let seq = self.seq + 1;
+        let batch = Batch {
+            writer: shared.writer.clone(),
+            seq,
+            entries,
+        };
+        if let Some(observe) = &self.observer {
+            observe(&batch);
+        }
+        self.buf.clear();
+        frame::encode(frame::FrameKind::Batch, &batch, &mut self.buf);
+        let result = self.log.append(&self.buf, seq).and_then(|()| {
+            hook(&self.hook, CrashPoint::AfterSyncBeforeAck).map_err(AppendError::Poisoned)
+        });
+        if self.buf.capacity() > (8 << 20) {
+            self.buf = Vec::new(); // Do not keep a huge buffer after one huge batch.
+        }
+        match result {
+            Ok(()) => {
+                self.seq = seq;
+                let elapsed = started.elapsed();
+                let batch = Arc::new(batch);
+                {
+                    let mut st = lock(&shared);
+                    st.durable = epoch;
+                    st.epoch_seq.insert(epoch, seq);
+                    st.in_flight.push_back(Arc::clone(&batch));
+                    st.stats.logged_seq = seq;
+                    st.stats.commits += 1;
+                    st.stats.syncs += 1;
+                    st.stats.commit_time_total += elapsed;
+                    st.stats.commit_time_max = st.stats.commit_time_max.max(elapsed);
+                    st.ages.committed();
+                    crate::metrics::commit_succeeded(
+                        &shared.writer,
+                        elapsed,
+                        st.stats.commits,
+                        st.stats.commit_time_total,
+                        st.stats.commit_time_max,
+                        st.stats.logged_seq,
+                    );
+                }
+                shared.notify();
+                if let Err(e) = hook(&self.hook, CrashPoint::AfterAckBeforeApply) {
+                    self.poison(epoch, e, None);
+                    return false;
+                }
+                let threshold = if self.durable_store {
+                    self.segment_bytes
+                } else {
+                    // Memory: a segment as large as the last snapshot keeps the log within about
+                    // twice the live state while compaction costs at most one state write per segment.
+                    self.segment_bytes.max(self.log.dir().snapshot_bytes())
+                };
+                let mut closes = None;
+                if self.log.len() >= threshold {
+                    match self.log.rotate() {
+                        Ok(seg) => closes = Some(seg),
+                        Err(e) => {
+                            // The batch is logged and acked; without a new segment nothing more can be.
+                            let _ = self.tx.send(Job::Apply {
+                                batch,
+                                epoch,
+                                closes: None,
+                            });
+                            self.poison(epoch, e, None);
+                            return false;
+                        }
+                    }
+                }
+                shared.active_bytes.store(self.log.len(), Ordering::Relaxed);
+                let dir = self.log.dir();
+                crate::metrics::wal_state(
+                    &shared.writer,
+                    dir.held_bytes() + self.log.len(),
+                    dir.closed().len() + 1,
+                );
+                self.tx
+                    .send(Job::Apply {
+                        batch,
+                        epoch,
+                        closes,
+                    })
+                    .is_ok()
+            }
+            Err(AppendError::NotWritten(e)) => {
+                tracing::warn!(writer = %shared.writer, seq, error = %e, "log write failed; offsets merged back for the next commit");
+                let e = Arc::new(e);
+                let mut st = lock(&shared);
+                st.failed.insert(epoch, Arc::clone(&e));
+                st.durable = epoch;
+                st.stats.failures += 1;
+                crate::metrics::commit_failed(&shared.writer, "log");
+                merge_back(&mut st, batch.entries, oldest);
+                st.ages.merged_back();
+                drop(st);
+                shared.notify();
+                self.tx.send(Job::Mark { epoch }).is_ok()
+            }
+            Err(AppendError::Poisoned(e)) => {
+                self.poison(epoch, e, Some((batch.entries, oldest)));
+                false
+            }
+        }
+    }
+
+    fn poison(&self, epoch: u64, e: Error, merge: Option<(Entries, Option<Instant>)>) {
+        if !e.is_simulated_crash() {
+            tracing::error!(writer = %self.shared.writer, error = %e, "the write-ahead log failed; reopen the buffer to recover");
+        }
+        let e = Arc::new(e);
+        let mut st = lock(&self.shared);
+        if st.durable < epoch {
+            st.failed.insert(epoch, Arc::clone(&e));
+            st.durable = epoch;
+        }
+        st.stats.failures += 1;
+        crate::metrics::commit_failed(&self.shared.writer, "log");
+        st.poisoned = Some(e);
+        if let Some((entries, oldest)) = merge {
+            merge_back(&mut st, entries, oldest);
+            st.ages.merged_back();
+        }
+        drop(st);
+        self.shared.notify();
+    }
+}
+
+/// Puts a failed batch back under the pending offers: a newer pending value for a key wins.
+fn merge_back(st: &mut State, entries: Entries, oldest: Option<Instant>) {
+    for (k, v) in entries {
+        st.active.entry(k).or_insert(v);
+    }
+    st.oldest_pending = match (st.oldest_pending, oldest) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+}

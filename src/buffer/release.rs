@@ -1,0 +1,31 @@
+//! The last step of the data path: once the store holds every batch through a seq, the log no longer
+//! needs the closed segments holding them. A durable store is persisted first and those segments are
+//! then removed; a volatile store (memory) survives a restart only by replay, so its whole state is
+//! written as a snapshot that replaces the closed segments instead.
+
+use crate::Result;
+use crate::model::Batch;
+use crate::store::{OffsetStore, OffsetStoreExt};
+use crate::wal::WalDir;
+
+/// Frees the log of batches through `seq`, which `store` has applied. Durable store: persist it, then
+/// release every closed segment at or below `seq`. Volatile store: write its state as the snapshot of
+/// `writer` at `seq` through closed segment `through_gen`; with no `through_gen` nothing is closed
+/// that a snapshot could replace, and the log stays as it is.
+pub(super) fn release_or_compact(
+    store: &dyn OffsetStore,
+    wal: &WalDir,
+    writer: &str,
+    seq: u64,
+    through_gen: Option<u64>,
+) -> Result<()> {
+    if store.durable() {
+        store.persist()?;
+        wal.release(seq)?;
+    } else if let Some(through_gen) = through_gen {
+        let all = store.all()?;
+        let snapshot = Batch::new(writer, seq, all.into_iter().map(|(k, v)| (k, Some(v))));
+        wal.compact(&snapshot, through_gen)?;
+    }
+    Ok(())
+}
