@@ -1,6 +1,6 @@
-//! Reading the offsets topic into memory: the in-memory [`State`], the decoding of each record, the
-//! [`Reader`] that reads every partition to its end, and the dead-letter sink for records that do not
-//! decode.
+//! Reading the offsets topic into memory: the in-memory [`State`], the [`Reader`] that reads every
+//! partition to its end (each record decoded by [`super::record`]), and the dead-letter sink for
+//! records that do not decode.
 //!
 //! ## One structural key, several record keys
 //! Connect looks offsets up by exact key bytes, so `{"a":1,"b":2}` and `{"b":2,"a":1}` are two
@@ -37,104 +37,15 @@ use rdkafka::Message;
 use rdkafka::TopicPartitionList;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::Headers;
 use rdkafka::topic_partition_list::Offset as KafkaOffset;
 
 use super::client::{Ctx, auth_error, kafka_error, timeout_error};
 use super::config::Settings;
+use super::record::{Record, batch_headers, decode};
 use crate::codec::json::{self, Json};
 use crate::dead_letter::{DeadLetter, DeadLetterFile};
 use crate::model::{KeyMap, OffsetKey};
 use crate::{Error, Offset, Result};
-
-/// Record header naming the writer of the batch a record belongs to.
-pub const WRITER_HEADER: &str = "connect-offsets-writer";
-/// Record header with the batch's `seq` (ASCII decimal).
-pub const SEQ_HEADER: &str = "connect-offsets-seq";
-/// The one member of a writer marker's key: `{"connect-offsets-writer":"<writer>"}`.
-pub const MARKER_FIELD: &str = "connect-offsets-writer";
-
-/// The key of `writer`'s marker record.
-pub fn marker_key(writer: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(writer.len() + 32);
-    k.push(b'{');
-    json::encode_str(MARKER_FIELD, &mut k);
-    k.push(b':');
-    json::encode_str(writer, &mut k);
-    k.push(b'}');
-    k
-}
-
-/// The value of a marker record for batch `seq`.
-pub fn marker_value(seq: u64) -> Vec<u8> {
-    format!("{{\"seq\":{seq}}}").into_bytes()
-}
-
-/// What one record of the topic is.
-pub(crate) enum Record {
-    /// An offset (`Some`) or a reset (`None`) of a Connect key.
-    Offset {
-        key: OffsetKey,
-        offset: Option<Offset>,
-    },
-    /// A writer's marker; `None` when the marker itself was deleted (tombstoned by an operator).
-    Marker { writer: String, seq: Option<u64> },
-}
-
-/// Decodes one record, or says why it cannot be used.
-pub(crate) fn decode(
-    key: Option<&[u8]>,
-    value: Option<&[u8]>,
-) -> std::result::Result<Record, String> {
-    let key = key.ok_or("the record has no key")?;
-    if key.first() == Some(&b'{')
-        && let Ok(Json::Object(members)) = json::parse(key)
-        && let [(field, Json::String(writer))] = members.as_slice()
-        && field == MARKER_FIELD
-    {
-        let seq = match value {
-            None => None,
-            Some(v) => match json::parse(v) {
-                Ok(Json::Object(m)) => match m.as_slice() {
-                    [(f, Json::Int(seq))] if f == "seq" && *seq >= 0 => Some(*seq as u64),
-                    _ => return Err("writer marker value is not {\"seq\":N}".into()),
-                },
-                Ok(Json::Null) => None,
-                Ok(_) => return Err("writer marker value is not {\"seq\":N}".into()),
-                Err(e) => return Err(format!("writer marker value: {e}")),
-            },
-        };
-        return Ok(Record::Marker {
-            writer: writer.clone(),
-            seq,
-        });
-    }
-    let key = json::decode_key(key).map_err(|e| e.to_string())?;
-    let offset = match value {
-        None => None,
-        Some(v) => json::decode_value(v).map_err(|e| e.to_string())?,
-    };
-    Ok(Record::Offset { key, offset })
-}
-
-/// The `(writer, seq)` headers of a record, when it has both and they parse.
-fn batch_headers<H: Headers>(headers: &H) -> Option<(&str, u64)> {
-    let mut writer = None;
-    let mut seq = None;
-    for i in 0..headers.count() {
-        let h = headers.get(i);
-        match (h.key, h.value) {
-            (WRITER_HEADER, Some(v)) => writer = std::str::from_utf8(v).ok(),
-            (SEQ_HEADER, Some(v)) => {
-                seq = std::str::from_utf8(v)
-                    .ok()
-                    .and_then(|s| s.parse::<u64>().ok())
-            }
-            _ => {}
-        }
-    }
-    Some((writer?, seq?))
-}
 
 /// Where a record sits and when it was written: its record timestamp (milliseconds, `-1` when the
 /// record has none), its topic partition and its offset there. Ordered by timestamp, then topic
@@ -890,47 +801,6 @@ mod tests {
 
     fn pos(n: i64) -> Offset {
         Offset::new().with("position", n)
-    }
-
-    #[test]
-    fn markers_decode_and_escape() {
-        let k = marker_key("w \"1\"");
-        assert_eq!(k, br#"{"connect-offsets-writer":"w \"1\""}"#);
-        match decode(Some(&k), Some(&marker_value(42))) {
-            Ok(Record::Marker { writer, seq }) => {
-                assert_eq!(writer, "w \"1\"");
-                assert_eq!(seq, Some(42));
-            }
-            _ => panic!("not a marker"),
-        }
-        assert!(matches!(
-            decode(Some(&k), None),
-            Ok(Record::Marker { seq: None, .. })
-        ));
-        assert!(decode(Some(&k), Some(b"{\"seq\":-1}")).is_err());
-        assert!(decode(Some(&k), Some(b"[1]")).is_err());
-        // Another object key is not a marker: it is a bad Connect key.
-        let e = decode(Some(b"{\"a\":\"w\"}"), Some(b"{}")).err().unwrap();
-        assert!(e.contains("array"), "{e}");
-        assert!(decode(None, Some(b"{}")).is_err());
-    }
-
-    #[test]
-    fn offsets_and_resets_decode() {
-        let key = br#"["c",{"p":1}]"#;
-        match decode(Some(key), Some(br#"{"position":3}"#)) {
-            Ok(Record::Offset { key: k, offset }) => {
-                assert_eq!(k, OffsetKey::new("c", Partition::new().with("p", 1)));
-                assert_eq!(offset, Some(pos(3)));
-            }
-            _ => panic!("not an offset"),
-        }
-        assert!(matches!(
-            decode(Some(key), None),
-            Ok(Record::Offset { offset: None, .. })
-        ));
-        let e = decode(Some(key), Some(br#"{"x":{"y":1}}"#)).err().unwrap();
-        assert!(e.contains("field `x`"), "{e}");
     }
 
     fn at(timestamp: i64, partition: i32, offset: i64) -> Stamp {

@@ -104,11 +104,12 @@ use std::time::{Duration, Instant};
 mod client;
 mod config;
 mod load;
+mod record;
 mod topic;
 mod write;
 
 pub use config::{DEFAULT_PARTITIONS, DEFAULT_REPLICATION, DEFAULT_TIMEOUT, KafkaStoreBuilder};
-pub use load::{MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key};
+pub use record::{MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key};
 
 use super::url::StoreUrl;
 use super::{ApplyFault, OffsetStore};
@@ -301,7 +302,7 @@ impl KafkaStore {
         recs: Vec<write::Rec>,
     ) -> std::result::Result<(), TxnError> {
         let settings = &self.settings;
-        let headers = write::headers(batch);
+        let headers = record::headers(batch);
         let deadline = Instant::now() + settings.timeout;
         producer.begin(settings)?;
         let fault = |r: Result<()>| -> std::result::Result<(), TxnError> {

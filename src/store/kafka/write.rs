@@ -6,12 +6,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::message::OwnedHeaders;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 use super::client::{Ctx, auth_error, timeout_error};
 use super::config::{Settings, unique_suffix};
-use super::load::{LiveForm, SEQ_HEADER, Stamp, State, WRITER_HEADER, marker_key, marker_value};
+use super::load::{LiveForm, Stamp, State};
+use super::record::{marker_key, marker_value};
 use crate::codec::{json, murmur2};
 use crate::model::{Batch, OffsetKey};
 use crate::{Error, Offset, Result};
@@ -472,25 +473,6 @@ impl TxnProducer {
             }
         }
     }
-}
-
-/// The `(writer, seq)` headers of every record of a sequenced batch.
-pub(crate) fn headers(batch: &Batch) -> Option<OwnedHeaders> {
-    if batch.seq == 0 {
-        return None;
-    }
-    let seq = batch.seq.to_string();
-    Some(
-        OwnedHeaders::new_with_capacity(2)
-            .insert(Header {
-                key: WRITER_HEADER,
-                value: Some(batch.writer.as_str()),
-            })
-            .insert(Header {
-                key: SEQ_HEADER,
-                value: Some(seq.as_str()),
-            }),
-    )
 }
 
 #[cfg(test)]
