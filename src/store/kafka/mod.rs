@@ -19,7 +19,7 @@
 //!   is written in the caller's member order, spelled as JDK 19+ does. Every record carries an
 //!   explicit timestamp, the time of the write;
 //! * of several live spellings, `get` and `partitions` answer with the newest record: greatest
-//!   record timestamp, then topic partition, then offset (the rule and why in the `load` module).
+//!   record timestamp, then topic partition, then offset (the rule and why in the `state` module).
 //!
 //! ## `applied_seq`: record headers plus a marker per writer
 //! Every record of a sequenced batch carries the headers `connect-offsets-writer` and
@@ -105,6 +105,7 @@ mod client;
 mod config;
 mod load;
 mod record;
+mod state;
 mod topic;
 mod write;
 
@@ -117,7 +118,8 @@ use crate::codec::murmur2;
 use crate::model::{Batch, OffsetKey};
 use crate::{Error, Offset, Result};
 use config::Settings;
-use load::{DeadLetters, Reader, State};
+use load::{DeadLetters, Reader};
+use state::State;
 use write::{Failure, Slot, TxnProducer, Writers};
 
 /// What a load or a [`refresh`](KafkaStore::refresh) read.

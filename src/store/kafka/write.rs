@@ -11,8 +11,8 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 use super::client::{Ctx, auth_error, timeout_error};
 use super::config::{Settings, unique_suffix};
-use super::load::{LiveForm, Stamp, State};
 use super::record::{marker_key, marker_value};
+use super::state::{LiveForm, Stamp, State};
 use crate::codec::{json, murmur2};
 use crate::model::{Batch, OffsetKey};
 use crate::{Error, Offset, Result};
@@ -48,7 +48,7 @@ fn now_millis() -> i64 {
 /// value bytes, or tombstones), and, for a sequenced batch, the writer's marker. Fails on a record
 /// the brokers would refuse as too large, naming its key.
 ///
-/// Which records an entry makes (see [`super::load`]): for a key with live forms in the topic, one
+/// Which records an entry makes (see [`super::state`]): for a key with live forms in the topic, one
 /// per live form, under that form's exact key bytes and in the topic partition that holds it (the
 /// new offset, or a tombstone for a reset), so that every reader that looks any of them up (the
 /// connector that wrote it, whatever its member order or its JDK's spelling of doubles) finds the
