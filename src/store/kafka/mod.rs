@@ -103,6 +103,7 @@ use std::time::{Duration, Instant};
 
 mod client;
 mod config;
+mod dead_letters;
 mod load;
 mod record;
 mod state;
@@ -118,7 +119,8 @@ use crate::codec::murmur2;
 use crate::model::{Batch, OffsetKey};
 use crate::{Error, Offset, Result};
 use config::Settings;
-use load::{DeadLetters, Reader};
+use dead_letters::DeadLetters;
+use load::Reader;
 use state::State;
 use write::{Failure, Slot, TxnProducer, Writers};
 

@@ -1,0 +1,135 @@
+//! Where records of the offsets topic that do not decode go: [`DeadLetters`] counts them, logs a
+//! warning and copies each one once to the dead-letter file ([`crate::dead_letter`]) with its topic,
+//! partition, offset, key and value bytes and the reason; in strict mode it refuses them instead.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::config::Settings;
+use crate::codec::json::{self, Json};
+use crate::dead_letter::{DeadLetter, DeadLetterFile};
+use crate::{Error, Result};
+
+/// Where records that do not decode go. A bad record stays in the topic, so every open meets it
+/// again: the file gets it once (records already in it, by topic, partition and offset, are not
+/// written again), the count and the warning come with every read.
+pub(crate) struct DeadLetters {
+    file: Option<DeadLetterFile>,
+    count: AtomicU64,
+    /// `(topic, partition, offset)` of the Kafka records already in the file.
+    in_file: std::sync::Mutex<std::collections::HashSet<(String, i32, i64)>>,
+}
+
+/// The `(topic, partition, offset)` of every Kafka record in a dead-letter file (lines that do not
+/// parse are someone else's business: the file is append-only JSON lines).
+fn kafka_letters(path: &std::path::Path) -> std::collections::HashSet<(String, i32, i64)> {
+    let Ok(text) = std::fs::read(path) else {
+        return Default::default();
+    };
+    let field = |members: &[(String, Json)], name: &str| -> Option<String> {
+        members
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| match v {
+                Json::String(s) => Some(s.clone()),
+                _ => None,
+            })
+    };
+    text.split(|b| *b == b'\n')
+        .filter_map(|line| match json::parse(line) {
+            Ok(Json::Object(members)) if field(&members, "source").as_deref() == Some("kafka") => {
+                let location = members.iter().find(|(n, _)| n == "location")?;
+                let Json::Object(loc) = &location.1 else {
+                    return None;
+                };
+                Some((
+                    field(loc, "topic")?,
+                    field(loc, "partition")?.parse().ok()?,
+                    field(loc, "offset")?.parse().ok()?,
+                ))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+impl DeadLetters {
+    pub(crate) fn new(settings: &Settings) -> Self {
+        let file = settings.dead_letter.as_ref().map(DeadLetterFile::new);
+        let in_file = file
+            .as_ref()
+            .map(|f| kafka_letters(f.path()))
+            .unwrap_or_default();
+        DeadLetters {
+            file,
+            count: AtomicU64::new(0),
+            in_file: std::sync::Mutex::new(in_file),
+        }
+    }
+
+    pub(crate) fn count(&self) -> u64 {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn bad(
+        &self,
+        settings: &Settings,
+        partition: i32,
+        offset: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        reason: &str,
+    ) -> Result<()> {
+        let topic = &settings.topic;
+        if settings.strict {
+            return Err(Error::store(
+                "kafka",
+                format!(
+                    "topic `{topic}` partition {partition} offset {offset}: {reason} (strict mode \
+                     refuses such records; without `strict` they are skipped and copied to the \
+                     dead-letter file)"
+                ),
+            ));
+        }
+        let new = self
+            .in_file
+            .lock()
+            .map(|mut seen| seen.insert((topic.clone(), partition, offset)))
+            .unwrap_or(true);
+        if let Some(file) = self.file.as_ref().filter(|_| new) {
+            file.write(&DeadLetter {
+                source: "kafka",
+                location: vec![
+                    ("topic", topic.clone()),
+                    ("partition", partition.to_string()),
+                    ("offset", offset.to_string()),
+                ],
+                reason: reason.to_string(),
+                blobs: vec![("key", key), ("value", value)],
+            })?;
+        }
+        let n = self.count.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.file.is_none() {
+            // (DeadLetterFile::write counts the ones it writes.)
+            crate::metrics::dead_lettered("kafka");
+        }
+        match &self.file {
+            Some(f) if !new => tracing::warn!(
+                topic = %topic, partition, offset, reason, dead_letters = n,
+                file = %f.path().display(),
+                "skipped an offsets record that does not decode; it was put in the dead-letter file before"
+            ),
+            Some(f) => tracing::warn!(
+                topic = %topic, partition, offset, reason, dead_letters = n,
+                file = %f.path().display(),
+                "skipped an offsets record that does not decode; it is in the dead-letter file"
+            ),
+            None => tracing::warn!(
+                topic = %topic, partition, offset, reason, dead_letters = n,
+                "skipped an offsets record that does not decode (no dead-letter file configured: \
+                 set `dead.letter.file` to keep such records)"
+            ),
+        }
+        Ok(())
+    }
+}
