@@ -133,3 +133,45 @@ impl DeadLetters {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::kafka::KafkaStoreBuilder;
+
+    /// Every bad record is counted; the file gets each one once, also across opens.
+    #[test]
+    fn each_bad_record_reaches_the_file_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dead.jsonl");
+        let settings = KafkaStoreBuilder::new("h:1", "t")
+            .dead_letter_file(&path)
+            .settings()
+            .unwrap();
+        let lines = || std::fs::read_to_string(&path).unwrap().lines().count();
+        let first = DeadLetters::new(&settings);
+        first.bad(&settings, 3, 7, Some(b"k"), None, "bad").unwrap();
+        first.bad(&settings, 3, 7, Some(b"k"), None, "bad").unwrap();
+        assert_eq!((first.count(), lines()), (2, 1));
+        let reopened = DeadLetters::new(&settings);
+        reopened
+            .bad(&settings, 3, 7, Some(b"k"), None, "bad")
+            .unwrap();
+        reopened
+            .bad(&settings, 3, 8, None, Some(b"v"), "bad")
+            .unwrap();
+        assert_eq!((reopened.count(), lines()), (2, 2));
+    }
+
+    #[test]
+    fn strict_refuses_naming_partition_and_offset() {
+        let settings = KafkaStoreBuilder::new("h:1", "t")
+            .strict(true)
+            .settings()
+            .unwrap();
+        let dead = DeadLetters::new(&settings);
+        let e = dead.bad(&settings, 3, 9, None, None, "bad").unwrap_err();
+        assert!(e.to_string().contains("partition 3 offset 9"), "{e}");
+        assert_eq!(dead.count(), 0);
+    }
+}
