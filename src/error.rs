@@ -75,12 +75,15 @@ pub enum Error {
     },
 
     /// An error reported by a storage backend.
-    #[error("{store} store: {message}")]
+    #[error("{store} store: {message}{}", .source.as_ref().map(|s| format!(": {s}")).unwrap_or_default())]
     Store {
         /// The backend (`"rocksdb"`, `"kafka"`, `"memory"`).
         store: &'static str,
         /// What failed, naming the path, topic or partition concerned.
         message: String,
+        /// The backend's own error, when there is one (a Kafka client's with its secrets removed).
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
     /// The commit buffer or store was closed.
@@ -113,9 +116,28 @@ pub enum Error {
     #[error("simulated crash at {0}")]
     Crashed(String),
 
-    /// An operation that makes no sense in the current state.
+    /// A setting that cannot work: a configuration property, a URL parameter or a command-line
+    /// option, named with its value.
     #[error("{0}")]
-    Invalid(String),
+    Config(String),
+
+    /// Input that cannot be used as it is (beyond the offset data itself, see [`Error::InvalidData`]).
+    #[error("{0}")]
+    Input(String),
+
+    /// An operation that makes no sense in the current state of the store, the log or the process.
+    #[error("{0}")]
+    State(String),
+
+    /// An operation on one part of a larger task failed; `context` says which part and what is left.
+    #[error("{context}: {source}")]
+    Context {
+        /// Which part failed, and what that means for the whole (e.g. "nothing of it was written").
+        context: String,
+        /// Why: an [`Error`] (boxed as `dyn Error`, so that `source()` gives it to `downcast_ref`).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl Error {
@@ -156,11 +178,63 @@ impl Error {
         }
     }
 
-    /// A backend error.
-    pub(crate) fn store(store: &'static str, message: impl Into<String>) -> Self {
+    /// A backend error (also for backends outside this crate).
+    pub fn store(store: &'static str, message: impl Into<String>) -> Self {
         Error::Store {
             store,
             message: message.into(),
+            source: None,
         }
+    }
+
+    /// A backend error caused by `source`.
+    pub fn store_caused(
+        store: &'static str,
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Store {
+            store,
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// `self` as the cause of a failed part of a larger task.
+    pub fn context(self, context: impl Into<String>) -> Self {
+        Error::Context {
+            context: context.into(),
+            source: Box::new(self),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_part_keeps_the_error_that_failed_it() {
+        let cause = Error::store_caused(
+            "rocksdb",
+            "write batch /var/lib/offsets",
+            std::io::Error::other("No space left on device"),
+        );
+        let e = cause.context("importing connector `orders` failed (nothing of it was written)");
+        assert_eq!(
+            e.to_string(),
+            "importing connector `orders` failed (nothing of it was written): rocksdb store: write \
+             batch /var/lib/offsets: No space left on device"
+        );
+        let store = std::error::Error::source(&e).expect("the store error");
+        assert!(matches!(
+            store.downcast_ref::<Error>(),
+            Some(Error::Store {
+                store: "rocksdb",
+                ..
+            })
+        ));
+        let io = store.source().expect("the backend's own error");
+        assert_eq!(io.to_string(), "No space left on device");
     }
 }

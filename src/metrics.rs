@@ -482,7 +482,7 @@ pub fn install() -> Result<PrometheusHandle> {
             .map_err(|e| format!("cannot start the metrics upkeep thread: {e}"))?;
         Ok(handle)
     });
-    result.clone().map_err(Error::Invalid)
+    result.clone().map_err(Error::State)
 }
 
 #[cfg(test)]

@@ -159,8 +159,8 @@ pub fn migrate(
         let (changes, entries) = plan(from, to, c)?;
         if !options.dry_run && !entries.is_empty() {
             to.write(entries).map_err(|e| {
-                Error::Invalid(format!(
-                    "writing connector `{c}` to the {} store failed (nothing of it was written): {e}",
+                e.context(format!(
+                    "writing connector `{c}` to the {} store failed (nothing of it was written)",
                     to.kind()
                 ))
             })?;
@@ -188,7 +188,7 @@ pub fn migrate(
         for c in &connectors {
             let (n, shown) = compare(from, to, c, 3)?;
             if n > 0 {
-                return Err(Error::Invalid(format!(
+                return Err(Error::State(format!(
                     "verification failed: connector `{c}` differs in {n} partitions after migrating, e.g. {}",
                     shown.join("; ")
                 )));
@@ -197,7 +197,7 @@ pub fn migrate(
         for (writer, _, seq) in &report.writers {
             let have = to.applied_seq(writer)?;
             if have < *seq {
-                return Err(Error::Invalid(format!(
+                return Err(Error::State(format!(
                     "verification failed: writer `{writer}` has applied seq {have} in the destination, expected {seq}"
                 )));
             }

@@ -91,7 +91,7 @@ impl FromStr for ResetPolicy {
             "skip" => Ok(ResetPolicy::Skip),
             "earliest" => Ok(ResetPolicy::Earliest),
             "latest" => Ok(ResetPolicy::Latest),
-            other => Err(Error::Invalid(format!(
+            other => Err(Error::Config(format!(
                 "unknown reset policy `{other}` (known: fail, skip, earliest, latest)"
             ))),
         }
@@ -220,7 +220,7 @@ impl ResetPolicies {
                         .insert(conn.trim().to_string(), policy.parse()?);
                 }
                 Some(_) => {
-                    return Err(Error::Invalid(format!(
+                    return Err(Error::Config(format!(
                         "reset policy `{part}` names no connector"
                     )));
                 }
@@ -267,7 +267,7 @@ impl ResetPolicies {
         crate::metrics::offset_reset(connector, policy.as_str(), bad.reason.as_str());
         let bound = |which: &str, got: Option<Offset>| {
             got.ok_or_else(|| {
-                Error::Invalid(format!(
+                Error::Input(format!(
                     "reset policy {policy} of connector `{connector}` needs the source's {which} position of partition {partition}, and the source did not give one (offset {offset}: {})",
                     bad.detail
                 ))

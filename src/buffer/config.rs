@@ -116,7 +116,7 @@ impl CommitBufferConfig {
     /// `offsets.max.pending`, `offsets.when.full` = block|reject, `offsets.segment.bytes`,
     /// `offsets.recovery` = fail|skip, `offsets.dead.letter.file`).
     pub fn set(&mut self, name: &str, value: &str) -> Result<&mut Self> {
-        let bad = |why: &str| Error::Invalid(format!("property `{name}` = `{value}`: {why}"));
+        let bad = |why: &str| Error::Config(format!("property `{name}` = `{value}`: {why}"));
         let num = || {
             value
                 .trim()

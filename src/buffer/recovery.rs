@@ -47,7 +47,7 @@ pub(super) fn recover(store: &dyn OffsetStore, config: &CommitBufferConfig) -> R
     let writer = &config.writer;
     for b in recovered.snapshot.iter().chain(&recovered.batches) {
         if b.writer != *writer {
-            return Err(Error::Invalid(format!(
+            return Err(Error::State(format!(
                 "the log in {} belongs to writer `{}`, not `{writer}`",
                 config.wal_dir.display(),
                 b.writer

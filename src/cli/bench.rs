@@ -85,11 +85,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
         ("--committers", args.committers),
     ] {
         if v == 0 {
-            return Err(Error::Invalid(format!("{name} must be at least 1")));
+            return Err(Error::Config(format!("{name} must be at least 1")));
         }
     }
     if args.duration.is_nan() || (args.duration <= 0.0 && args.offsets.is_none()) {
-        return Err(Error::Invalid("--duration must be positive".into()));
+        return Err(Error::Config("--duration must be positive".into()));
     }
     let mut urls = vec![args.store.clone().unwrap_or_else(|| "default".into())];
     urls.extend(args.compare.iter().cloned());
@@ -202,7 +202,7 @@ fn run_one(args: &BenchArgs, url: &str) -> Result<Outcome> {
     for (t, h) in handles.drain(..).enumerate() {
         let (lat, done) = h
             .join()
-            .map_err(|_| Error::Invalid("a committer thread panicked".into()))??;
+            .map_err(|_| Error::State("a committer thread panicked".into()))??;
         if t == 0 {
             first_done = done;
         }
@@ -223,7 +223,7 @@ fn run_one(args: &BenchArgs, url: &str) -> Result<Outcome> {
     let lookups = if args.lookups > 0 {
         let known = first_done.min(keys.len() as u64);
         if known == 0 {
-            return Err(Error::Invalid(
+            return Err(Error::State(
                 "--lookups: the run committed no offset to look up".into(),
             ));
         }
@@ -273,7 +273,7 @@ fn look_up(buffer: &CommitBuffer, keys: &[OffsetKey], count: u64) -> Result<Look
         let got = buffer.get(key)?;
         latencies.push(t0.elapsed());
         if got.is_none() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::State(format!(
                 "--lookups: no offset for {key:?}, which the run committed"
             )));
         }

@@ -107,10 +107,16 @@ pub fn main() -> ExitCode {
     match run(cli.command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            // Errors name their cause in their own text too: print a cause only when it adds to it.
+            let mut shown = e.to_string();
+            eprintln!("error: {shown}");
             let mut source = std::error::Error::source(&e);
             while let Some(s) = source {
-                eprintln!("  caused by: {s}");
+                let text = s.to_string();
+                if !shown.contains(&text) {
+                    eprintln!("  caused by: {text}");
+                    shown.push_str(&text);
+                }
                 source = s.source();
             }
             match e {

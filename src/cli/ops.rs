@@ -281,8 +281,8 @@ pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
         }
         if !a.dry_run && !entries.is_empty() {
             store.write(entries).map_err(|e| {
-                Error::Invalid(format!(
-                    "importing connector `{connector}` failed (nothing of it was written): {e}"
+                e.context(format!(
+                    "importing connector `{connector}` failed (nothing of it was written)"
                 ))
             })?;
         }
@@ -352,7 +352,7 @@ fn migrate_json(report: &MigrateReport, elapsed: f64) -> String {
 
 pub(crate) fn migrate(a: MigrateArgs) -> Result<ExitCode> {
     if a.from == a.to && !a.from.starts_with("memory:") {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Config(format!(
             "--from and --to name the same store `{}`",
             a.from
         )));
@@ -613,7 +613,7 @@ fn log_ends(brokers: &str, parts: &[(String, i32, i64)]) -> Result<LogEnds> {
         .set("bootstrap.servers", brokers)
         .set("enable.auto.commit", "false")
         .create()
-        .map_err(|e| Error::Invalid(format!("kafka client for {brokers}: {e}")))?;
+        .map_err(|e| Error::store_caused("kafka", format!("kafka client for {brokers}"), e))?;
     for (t, p, _) in parts {
         if out.contains_key(&(t.clone(), *p)) {
             continue;

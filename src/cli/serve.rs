@@ -408,7 +408,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
     };
     for dir in &a.wal_dir {
         if !dir.is_dir() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Config(format!(
                 "--wal-dir {} is not a directory",
                 dir.display()
             )));
@@ -420,7 +420,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
         "Requests answered by `connect-offsets serve`, by method and status."
     );
     let http = tiny_http::Server::http(&a.listen)
-        .map_err(|e| Error::Invalid(format!("cannot listen on {}: {e}", a.listen)))?;
+        .map_err(|e| Error::io("listen on", &a.listen, std::io::Error::other(e)))?;
     let addr = http
         .server_addr()
         .to_ip()

@@ -54,7 +54,7 @@ impl std::fmt::Debug for RocksDbStore {
 }
 
 fn err(path: &Path, what: &str, e: rocksdb::Error) -> Error {
-    Error::store("rocksdb", format!("{what} {}: {e}", path.display()))
+    Error::store_caused("rocksdb", format!("{what} {}", path.display()), e)
 }
 
 impl RocksDbStore {

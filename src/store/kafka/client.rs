@@ -240,7 +240,36 @@ pub(crate) fn block_on<F: Future>(fut: F, timeout: Duration) -> Option<F::Output
 
 /// A store error about `what`, with librdkafka's error (secrets removed).
 pub(crate) fn kafka_error(ctx: &Ctx, what: &str, e: &KafkaError) -> Error {
-    Error::store("kafka", format!("{what}: {}", ctx.scrub(&e.to_string())))
+    Error::store_caused("kafka", what, Scrubbed::of(ctx, e))
+}
+
+/// librdkafka's error with secrets removed from its text and from every cause under it, so that it
+/// can travel as an error's source.
+#[derive(Debug)]
+pub(crate) struct Scrubbed {
+    text: String,
+    source: Option<Box<Scrubbed>>,
+}
+
+impl Scrubbed {
+    pub(crate) fn of(ctx: &Ctx, e: &(dyn std::error::Error + 'static)) -> Scrubbed {
+        Scrubbed {
+            text: ctx.scrub(&e.to_string()),
+            source: e.source().map(|s| Box::new(Scrubbed::of(ctx, s))),
+        }
+    }
+}
+
+impl std::fmt::Display for Scrubbed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for Scrubbed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|s| s as _)
+    }
 }
 
 /// A timeout about `op`, naming the last error librdkafka reported.
@@ -266,6 +295,28 @@ pub(crate) fn auth_error(bootstrap: &str, reason: &str) -> Error {
 mod tests {
     use super::*;
     use tracing::Level;
+
+    #[test]
+    fn a_kafka_error_keeps_its_cause_without_secrets() {
+        let url = crate::store::StoreUrl::parse("kafka://h:9092/t?sasl.password=hunter2").unwrap();
+        let settings = super::super::config::KafkaStoreBuilder::from_url(&url)
+            .unwrap()
+            .settings()
+            .unwrap();
+        let ctx = Ctx::new(Arc::clone(&settings.secrets), "producer");
+        let cause = KafkaError::ClientCreation("sasl.password=hunter2 refused".into());
+        let e = kafka_error(&ctx, "create producer", &cause);
+        let source = std::error::Error::source(&e).expect("the cause travels as the source");
+        assert_eq!(
+            source.to_string(),
+            "Client creation error: sasl.password=**** refused"
+        );
+        assert_eq!(
+            e.to_string(),
+            "kafka store: create producer: Client creation error: sasl.password=**** refused"
+        );
+        assert!(!format!("{e:?}").contains("hunter2"), "{e:?}");
+    }
 
     #[test]
     fn transient_librdkafka_lines_go_to_debug() {

@@ -161,8 +161,9 @@ impl fmt::Debug for KafkaStore {
 
 /// How one transactional write ended badly.
 enum TxnError {
-    /// The fault seam fired; the transaction was aborted (or the producer lost meanwhile).
-    Fault(Error, Option<Failure>),
+    /// The fault seam fired; the transaction was aborted (or the producer lost meanwhile). Boxed: a
+    /// fault is rare and two errors side by side make every result of `transact` large.
+    Fault(Box<(Error, Option<Failure>)>),
     Failure(Failure),
 }
 
@@ -312,7 +313,10 @@ impl KafkaStore {
         let fault = |r: Result<()>| -> std::result::Result<(), TxnError> {
             match r {
                 Ok(()) => Ok(()),
-                Err(e) => Err(TxnError::Fault(e, producer.abort(settings).err())),
+                Err(e) => Err(TxnError::Fault(Box::new((
+                    e,
+                    producer.abort(settings).err(),
+                )))),
             }
         };
         let mut entry = None;
@@ -332,7 +336,7 @@ impl KafkaStore {
         // reading our records and then newer ones of another writer before we write ours to memory.
         let _reader = self
             .reader()
-            .map_err(|e| TxnError::Fault(e, producer.abort(settings).err()))?;
+            .map_err(|e| TxnError::Fault(Box::new((e, producer.abort(settings).err()))))?;
         producer.commit(settings)?;
         let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
         write::apply_to_state(&mut state, batch, recs);
@@ -374,7 +378,8 @@ impl OffsetStore for KafkaStore {
         };
         let failure = match self.transact(producer, batch, recs) {
             Ok(()) => return Ok(()),
-            Err(TxnError::Fault(e, failure)) => {
+            Err(TxnError::Fault(fault)) => {
+                let (e, failure) = *fault;
                 if let Some(f) = failure {
                     let _ = self.settle(&mut guard, batch, &id, f);
                 }

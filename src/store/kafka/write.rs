@@ -325,10 +325,13 @@ impl TxnProducer {
             )),
             // Say what failed first: the abort's own error alone hides it (a coordinator that
             // aborted a timed-out transaction answers the abort with "invalid state").
-            Err(Failure::Lost(Error::Store { message, .. })) => Failure::Lost(Error::store(
-                "kafka",
-                format!("{text}; then could not {message}"),
-            )),
+            Err(Failure::Lost(Error::Store {
+                message, source, ..
+            })) => Failure::Lost(Error::Store {
+                store: "kafka",
+                message: format!("{text}; then could not {message}"),
+                source,
+            }),
             Err(f) => f,
         }
     }
