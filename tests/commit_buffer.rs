@@ -265,17 +265,21 @@ fn memory_log_stays_bounded_under_endless_commits() {
     );
 }
 
+/// A simulated disk holding a log of three committed batches (offsets 1, 2, 3), all in segment 1.
+fn three_commits() -> SimFs {
+    let sim = SimFs::new();
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap();
+    for i in 1..=3 {
+        buf.offer(key(i), pos(i)).unwrap();
+        buf.commit().wait().unwrap();
+    }
+    sim
+}
+
 #[test]
 fn corruption_before_the_end_is_refused_or_skipped_to_the_dead_letter_file() {
     use connect_offsets::wal::RecoveryPolicy;
-    let sim = SimFs::new();
-    {
-        let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap();
-        for i in 1..=3 {
-            buf.offer(key(i), pos(i)).unwrap();
-            buf.commit().wait().unwrap();
-        }
-    }
+    let sim = three_commits();
     // Flip a byte inside the payload of the first of the three frames.
     let seg = std::path::Path::new("/wal/00000000000000000001.wal");
     let mut bytes = sim.contents(seg).expect("the first segment");
@@ -409,14 +413,7 @@ fn open_removes_only_the_logs_own_temporary_files() {
 fn a_repair_survives_a_power_loss_right_after_it() {
     use connect_offsets::dead_letter::DeadLetterFile;
     use connect_offsets::wal::inspect::repair_with;
-    let sim = SimFs::new();
-    {
-        let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap();
-        for i in 1..=3 {
-            buf.offer(key(i), pos(i)).unwrap();
-            buf.commit().wait().unwrap();
-        }
-    }
+    let sim = three_commits();
     let seg = std::path::Path::new("/wal/00000000000000000001.wal");
     let mut bytes = sim.contents(seg).expect("the first segment");
     let first = connect_offsets::wal::frame::decode(&bytes).unwrap().len;

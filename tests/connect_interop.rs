@@ -39,7 +39,7 @@ use connect_offsets::store::OffsetStoreExt;
 use connect_offsets::store::kafka::KafkaStore;
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};
 use http_util::{Serve, request as http};
-use kafka_util::{BOUNDS, bootstrap, create_topic, read_all, unique_topic, written_since};
+use kafka_util::{BOUNDS, bootstrap, cli, create_topic, read_all, unique_topic, written_since};
 use scripts::{ConnectWorker, java17_home, wait_for};
 
 const FILE_SOURCE: &str = "org.apache.kafka.connect.file.FileStreamSourceConnector";
@@ -58,23 +58,7 @@ fn one_worker() -> std::sync::MutexGuard<'static, ()> {
 /// `filename` member in every partition; its task only ever looks up `{"filename":...}` alone.)
 const NINE: &str = r#"{"sërver 😀":"db-ü","tablé":"ördërs","shard":7,"ratio":1e23,"third":0.3333333333333333,"snapshot":true,"filename":"/tmp/nine ünï😀.txt","ключ":-3,"zone":"\"q\""}"#;
 
-/// `connect-offsets ARGS`; panics when it fails.
-fn cli(args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
-        .args(args)
-        .env_remove("CONNECT_OFFSETS_STORE")
-        .output()
-        .expect("run connect-offsets");
-    assert!(
-        out.status.success(),
-        "connect-offsets {args:?}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Issue 12, parts 2 and 3, against the worker: Connect writes an offset for `partition` (its
+/// Connect writes an offset for `partition` (its
 /// `PATCH`, connector stopped: Connect's member order and its JVM's spelling of doubles); our CLI
 /// `set`s a new one with doubles spelled as JDK 19+ does, and with Connect's members reversed when
 /// `reverse`. Then Connect's `GET` returns exactly our offset, which is under Connect's key bytes,
@@ -226,7 +210,30 @@ struct Connect<'a> {
     name: String,
 }
 
-impl Connect<'_> {
+impl<'a> Connect<'a> {
+    /// Creates a FileStreamSource connector `name` reading `file` into `topic`, and waits until it
+    /// and its task run.
+    fn file_source(worker: &'a ConnectWorker, name: &str, file: &str, topic: &str) -> Connect<'a> {
+        let config = format!(
+            r#"{{"name":{},"config":{{"connector.class":"{FILE_SOURCE}","tasks.max":"1","file":{},"topic":{}}}}}"#,
+            js(name),
+            js(file),
+            js(topic)
+        );
+        let (st, body) = http(
+            "POST",
+            &format!("{}/connectors", worker.base),
+            Some(&config),
+        );
+        assert_eq!(st, 201, "create the connector: {body}");
+        let c = Connect {
+            worker,
+            name: name.to_string(),
+        };
+        c.wait_state("RUNNING", &["RUNNING"]);
+        c
+    }
+
     fn url(&self, path: &str) -> String {
         format!("{}/connectors/{}{path}", self.worker.base, self.name)
     }
@@ -369,23 +376,7 @@ fn a_real_connect_worker_and_our_store_share_the_offsets_topic() {
     let partition = Partition::new().with("filename", filename.as_str());
 
     let name = format!("file-source-{}", std::process::id());
-    let c = Connect {
-        worker: &worker,
-        name: name.clone(),
-    };
-    let config = format!(
-        r#"{{"name":{},"config":{{"connector.class":"{FILE_SOURCE}","tasks.max":"1","file":{},"topic":{}}}}}"#,
-        js(&name),
-        js(&filename),
-        js(&data_topic)
-    );
-    let (st, body) = http(
-        "POST",
-        &format!("{}/connectors", worker.base),
-        Some(&config),
-    );
-    assert_eq!(st, 201, "create the connector: {body}");
-    c.wait_state("RUNNING", &["RUNNING"]);
+    let c = Connect::file_source(&worker, &name, &filename, &data_topic);
 
     // (a) Connect commits the position after the last line; our store reads the same.
     let file_len = text.len() as i64;
@@ -670,7 +661,7 @@ fn a_real_connect_worker_and_our_store_share_the_offsets_topic() {
     );
 }
 
-/// Issue 12, part 3, with a worker on JDK 17 (see the module documentation).
+/// With a worker on JDK 17 (see the module documentation).
 #[test]
 fn a_jdk17_worker_finds_offsets_set_with_members_reordered_and_doubles_respelled() {
     let _one = one_worker();
@@ -688,23 +679,7 @@ fn a_jdk17_worker_finds_offsets_set_with_members_reordered_and_doubles_respelled
     let filename = file.to_str().unwrap().to_string();
     let partition = Partition::new().with("filename", filename.as_str());
     let name = format!("jdk17-source-{}", std::process::id());
-    let c = Connect {
-        worker: &worker,
-        name: name.clone(),
-    };
-    let config = format!(
-        r#"{{"name":{},"config":{{"connector.class":"{FILE_SOURCE}","tasks.max":"1","file":{},"topic":{}}}}}"#,
-        js(&name),
-        js(&filename),
-        js(&data_topic)
-    );
-    let (st, body) = http(
-        "POST",
-        &format!("{}/connectors", worker.base),
-        Some(&config),
-    );
-    assert_eq!(st, 201, "create the connector: {body}");
-    c.wait_state("RUNNING", &["RUNNING"]);
+    let c = Connect::file_source(&worker, &name, &filename, &data_topic);
     let file_len = text.len() as i64;
     c.wait_position(&partition, file_len);
     c.stop();

@@ -564,22 +564,7 @@ fn nine_members(ns: &str) -> (OffsetKey, OffsetKey) {
     (OffsetKey::new(ns, forward), OffsetKey::new(ns, reverse))
 }
 
-#[cfg(feature = "cli")]
-fn cli(args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
-        .args(args)
-        .output()
-        .expect("run connect-offsets");
-    assert!(
-        out.status.success(),
-        "connect-offsets {args:?}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Issue 12, part 2: a connector's record, `set` with its members in reverse order (through the
+/// A connector's record, `set` with its members in reverse order (through the
 /// store and the CLI): the new offsets are under the connector's exact key bytes, in the same topic
 /// partition, and nothing tombstones them.
 #[test]
@@ -653,7 +638,7 @@ fn set_with_the_members_reordered_writes_the_connectors_own_key() {
     );
 }
 
-/// Issue 12, part 3: a JDK 17 worker spells 1e23 `9.999999999999999E22`. `set` writes under that
+/// A JDK 17 worker spells 1e23 `9.999999999999999E22`. `set` writes under that
 /// key, not ours (`1.0E23`); with both spellings live, under both; a reset tombstones both.
 #[test]
 fn set_keeps_a_jdk17_workers_spelling_of_a_double() {
@@ -728,7 +713,7 @@ fn set_keeps_a_jdk17_workers_spelling_of_a_double() {
     assert_eq!(store.get(&key).unwrap(), None);
 }
 
-/// Issue 12, part 4: 20 partitions, each with two live forms in two topic partitions, the newer (by
+/// 20 partitions, each with two live forms in two topic partitions, the newer (by
 /// record timestamp) in Connect's order and the older produced last, half of them in a higher topic
 /// partition than the newer, half in a lower one. Every fresh open, `get` and `list` give the newer
 /// offsets, the same each time; after a `set` the store answers as a reopen does.

@@ -359,3 +359,20 @@ pub fn read_all(topic: &str, isolation: &str) -> Vec<Seen> {
     }
     out
 }
+
+/// `connect-offsets ARGS` (the binary of the test's build); panics when it fails.
+#[cfg(feature = "cli")]
+pub fn cli(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
+        .args(args)
+        .env_remove("CONNECT_OFFSETS_STORE")
+        .output()
+        .expect("run connect-offsets");
+    assert!(
+        out.status.success(),
+        "connect-offsets {args:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}

@@ -314,7 +314,7 @@ mod tests {
         assert!(s.namespaces().is_empty());
     }
 
-    /// Issue 12, part 4: two live forms in two topic partitions, read in either order, give the
+    /// Two live forms in two topic partitions, read in either order, give the
     /// newer record's offset; equal timestamps are decided by topic partition, then offset.
     #[test]
     fn the_newest_form_wins_whatever_order_the_partitions_are_read_in() {

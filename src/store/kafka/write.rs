@@ -526,7 +526,7 @@ mod tests {
         }
     }
 
-    /// Issue 12, part 2: `set` with the members in another order writes under the connector's own
+    /// `set` with the members in another order writes under the connector's own
     /// key bytes, in the partition that holds them, and tombstones nothing.
     #[test]
     fn a_reordered_set_writes_the_live_forms_bytes() {
@@ -573,7 +573,7 @@ mod tests {
         assert_eq!(state.live_forms(&reverse).len(), 1);
     }
 
-    /// Issue 12, part 3: a JDK 17 worker's spelling of 1e23 and another order, both live: the new
+    /// A JDK 17 worker's spelling of 1e23 and another order, both live: the new
     /// offset goes under both forms' bytes; a reset tombstones both.
     #[test]
     fn every_live_form_gets_the_new_value_and_a_reset_tombstones_every_one() {
