@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::codec::json::{base64, encode_str};
-use crate::wal::fs::{RealFs, WalFs};
+use crate::fs::{RealFs, WalFs};
 use crate::{Error, Result};
 
 /// An append-only dead-letter file.

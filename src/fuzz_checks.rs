@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use crate::buffer::CommitBufferConfig;
 use crate::codec::json::{decode_key, decode_value, encode_key, encode_value};
+use crate::fs::SimFs;
 use crate::model::{FieldMap, OffsetKey, Value};
 use crate::scenario::{self, MemoryFactory, Op, ScenarioOptions};
 use crate::store::url::{StoreUrl, is_secret};
@@ -23,7 +24,6 @@ use crate::store::{OffsetStoreExt, open};
 use crate::wal::frame::{
     self, FrameError, FrameKind, HEADER_LEN, MAGIC, MAX_PAYLOAD, V1_HEADER_LEN,
 };
-use crate::wal::fs::SimFs;
 use crate::wal::{RecoveryPolicy, WalDir};
 use crate::{Error, Offset};
 

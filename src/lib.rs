@@ -61,6 +61,7 @@ pub mod connector_offsets;
 pub mod crash;
 pub mod dead_letter;
 pub mod error;
+pub mod fs;
 #[cfg(feature = "testkit")]
 #[doc(hidden)]
 pub mod fuzz_checks;

@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use crate::buffer::{CommitBuffer, CommitBufferConfig, Durability};
 use crate::crash::{CrashHook, CrashPlan, CrashPoint};
+use crate::fs::SimFs;
 use crate::model::{Batch, Entries};
 use crate::store::{ApplyFault, OffsetStore, OffsetStoreExt};
-use crate::wal::fs::SimFs;
 use crate::{Offset, OffsetKey, Partition, Result};
 
 /// Opens the store under test for each simulated process lifetime.

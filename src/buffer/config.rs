@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use super::{Durability, WhenFull};
 use crate::crash::CrashHook;
+use crate::fs::{RealFs, WalFs};
 use crate::model::Batch;
 use crate::wal::RecoveryPolicy;
-use crate::wal::fs::{RealFs, WalFs};
 use crate::{Error, Result};
 
 /// Observes every sealed batch before it is written (tests build their reference model from it).

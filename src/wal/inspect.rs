@@ -16,10 +16,10 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::frame::FrameKind;
-use super::fs::{RealFs, WalFs};
 use super::reader::{self, Item, SegmentReader};
 use super::{parse_gen, segment_name, snapshot_name};
 use crate::dead_letter::{DeadLetter, DeadLetterFile};
+use crate::fs::{RealFs, WalFs};
 use crate::model::Batch;
 use crate::{Error, Result};
 

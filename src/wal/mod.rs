@@ -18,16 +18,17 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub mod frame;
-pub mod fs;
+/// The file-system seam, also at its old path (it serves the dead-letter file too).
+pub use crate::fs;
 pub mod inspect;
 pub mod reader;
 
 use crate::crash::{CrashHook, CrashPoint};
 use crate::dead_letter::{DeadLetter, DeadLetterFile};
+use crate::fs::{WalFile, WalFs};
 use crate::model::Batch;
 use crate::{Error, Result};
 use frame::FrameKind;
-use fs::{WalFile, WalFs};
 use reader::{Item, SegmentReader};
 
 /// What recovery does with bytes that fail their checks before the end of the log.

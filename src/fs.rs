@@ -1,5 +1,5 @@
-//! The log's file-system seam: what the log needs from a file system, and the real one. The test kit
-//! (feature `testkit`) adds `SimFs`, a crash-simulating one.
+//! The file-system seam of the write-ahead log and the dead-letter file: what they need from a file
+//! system, and the real one. The test kit (feature `testkit`) adds `SimFs`, a crash-simulating one.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};
