@@ -3,14 +3,14 @@
 //! Kafka Connect's offsets are maps from string to a primitive value. Connect looks offsets up by the
 //! exact bytes of the encoded key, so member order matters to Connect; to us it does not: an
 //! [`OffsetKey`] compares structurally (members sorted), while encoding keeps the caller's order so the
-//! bytes equal what Connect writes for the same map.
+//! bytes equal what Connect writes for the same map. How these types are spelled in Connect's JSON
+//! (and a key's structural identity, which is its sorted JSON) lives in [`codec`](crate::codec), which
+//! builds on this module; this module uses no other of the crate.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, OnceLock};
-
-use crate::codec::json;
 
 /// One value in a partition or offset map. Kafka Connect allows nothing nested.
 #[derive(Clone, Debug)]
@@ -43,20 +43,6 @@ impl PartialEq for Value {
             (Value::String(a), Value::String(b)) => a == b,
             (Value::Bytes(a), Value::Bytes(b)) => a == b,
             _ => false,
-        }
-    }
-}
-
-impl Value {
-    /// The value Connect reads back after writing this one: bytes become their Base64 string and
-    /// non-finite doubles their string spelling. Everything else is unchanged.
-    pub fn connect_normalized(&self) -> Value {
-        match self {
-            Value::Bytes(b) => Value::String(json::base64(b)),
-            Value::Float(f) if !f.is_finite() => {
-                Value::String(json::non_finite_name(*f).to_string())
-            }
-            v => v.clone(),
         }
     }
 }
@@ -144,18 +130,6 @@ impl FieldMap {
             matches!(v, Value::Bytes(_)) || matches!(v, Value::Float(f) if !f.is_finite())
         })
     }
-
-    /// The map as Kafka Connect's JSON (compact, insertion order).
-    pub fn to_json(&self) -> String {
-        let mut out = Vec::new();
-        json::encode_map(self, &mut out);
-        String::from_utf8(out).expect("the encoder writes UTF-8")
-    }
-
-    /// Parses a JSON object of primitive values (Connect's rules: nested values are refused).
-    pub fn from_json(text: &str) -> crate::Result<FieldMap> {
-        json::decode_map(text.as_bytes(), "JSON object")
-    }
 }
 
 impl PartialEq for FieldMap {
@@ -182,12 +156,6 @@ impl fmt::Debug for FieldMap {
     }
 }
 
-impl fmt::Display for FieldMap {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_json())
-    }
-}
-
 /// Which offset: a connector (the namespace) and one of its source partitions.
 ///
 /// Cheap to clone (shared). Equality and hashing are structural: the same partition written with its
@@ -195,56 +163,23 @@ impl fmt::Display for FieldMap {
 /// (bytes and their Base64 string, a NaN and the string `"NaN"`). The structural identity is computed
 /// once, when the key is made, so map lookups on the hot path hash one precomputed number.
 #[derive(Clone)]
-pub struct OffsetKey(Arc<KeyInner>);
+pub struct OffsetKey(pub(crate) Arc<KeyInner>);
 
-struct KeyInner {
-    namespace: String,
-    partition: Option<Partition>,
+pub(crate) struct KeyInner {
+    pub(crate) namespace: String,
+    pub(crate) partition: Option<Partition>,
     /// `u32` big-endian namespace length, namespace, canonical partition JSON (members sorted).
     /// Sorts by namespace first, so it doubles as an ordered storage key.
-    id: Box<[u8]>,
-    hash: u64,
+    pub(crate) id: Box<[u8]>,
+    pub(crate) hash: u64,
 }
 
-fn id_hasher() -> &'static std::hash::RandomState {
+pub(crate) fn id_hasher() -> &'static std::hash::RandomState {
     static STATE: OnceLock<std::hash::RandomState> = OnceLock::new();
     STATE.get_or_init(std::hash::RandomState::new)
 }
 
 impl OffsetKey {
-    /// The key of `partition` under connector `namespace`.
-    pub fn new(namespace: impl Into<String>, partition: Partition) -> Self {
-        Self::build(namespace.into(), Some(partition))
-    }
-
-    /// The key of a connector's `null` partition (`["name",null]` in Connect's bytes).
-    pub fn null_partition(namespace: impl Into<String>) -> Self {
-        Self::build(namespace.into(), None)
-    }
-
-    pub(crate) fn build(namespace: String, partition: Option<Partition>) -> Self {
-        let id = Self::id_for(&namespace, partition.as_ref());
-        let hash = id_hasher().hash_one(&id);
-        OffsetKey(Arc::new(KeyInner {
-            namespace,
-            partition,
-            id: id.into_boxed_slice(),
-            hash,
-        }))
-    }
-
-    /// The storage identity of a key (see [`id`](Self::id)), without building the key.
-    pub fn id_for(namespace: &str, partition: Option<&Partition>) -> Vec<u8> {
-        let mut id = Vec::with_capacity(4 + namespace.len() + 32);
-        id.extend_from_slice(&(namespace.len() as u32).to_be_bytes());
-        id.extend_from_slice(namespace.as_bytes());
-        match partition {
-            None => id.extend_from_slice(b"null"),
-            Some(p) => json::encode_map_sorted(p, &mut id),
-        }
-        id
-    }
-
     /// The prefix every [`id`](Self::id) of `namespace` starts with.
     pub fn namespace_prefix(namespace: &str) -> Vec<u8> {
         let mut id = Vec::with_capacity(4 + namespace.len());
@@ -266,13 +201,6 @@ impl OffsetKey {
     /// Structural identity bytes: equal for equal keys whatever the member order.
     pub fn id(&self) -> &[u8] {
         &self.0.id
-    }
-
-    /// The record key bytes Kafka Connect writes for this key: `["namespace",{...}]`.
-    pub fn connect_key(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.0.id.len() + 8);
-        json::encode_key(self, &mut out);
-        out
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod json;
 pub mod murmur2;
+mod spelling;
 
 pub use json::{decode_key, decode_value, encode_key, encode_value};
 pub use murmur2::{murmur2, partition_for};
