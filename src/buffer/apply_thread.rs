@@ -205,6 +205,7 @@ impl ApplyThread {
         for logged in group {
             if let Some(pos) = st.in_flight.iter().position(|b| Arc::ptr_eq(b, logged)) {
                 st.in_flight.remove(pos);
+                st.in_flight_entries -= logged.entries.len();
             }
         }
         // Forget decided epochs that no ticket can still be waiting on without having seen them.

@@ -40,7 +40,9 @@ pub struct CommitBufferConfig {
     pub when_full: WhenFull,
     /// Start a new log segment after this many bytes (default 16 MiB).
     pub segment_bytes: u64,
-    /// Batches logged but not yet applied before the log thread waits (default 8).
+    /// Batches logged but not yet applied before the log thread waits (default 1,024; it also waits
+    /// while their entries reach `max_pending`). Many small batches queue behind a store with a high
+    /// cost per write (a Kafka transaction), which then takes them in one write.
     pub max_in_flight: usize,
     /// What recovery does with corrupt log bytes.
     pub recovery: RecoveryPolicy,
@@ -82,7 +84,7 @@ impl CommitBufferConfig {
             max_pending: 1_000_000,
             when_full: WhenFull::Block,
             segment_bytes: 16 << 20,
-            max_in_flight: 8,
+            max_in_flight: 1024,
             recovery: RecoveryPolicy::Fail,
             fs: Arc::new(RealFs),
             crash_hook: None,

@@ -68,7 +68,9 @@ impl LogThread {
                 let asked = st.requested >= st.open_epoch;
                 let full = st.active.len() >= shared.max_pending;
                 let due = next_auto.is_some_and(|t| Instant::now() >= t);
-                if asked || full || (due && !st.active.is_empty()) {
+                // (A stopped apply thread frees no room: seal anyway, the send fails and ends us.)
+                let room = st.in_flight_entries < shared.max_pending || st.poisoned.is_some();
+                if room && (asked || full || (due && !st.active.is_empty())) {
                     let epoch = st.open_epoch;
                     st.open_epoch += 1;
                     let fresh = st.spare.pop().unwrap_or_default();
@@ -140,6 +142,7 @@ impl LogThread {
                     st.durable = epoch;
                     st.epoch_seq.insert(epoch, seq);
                     st.in_flight.push_back(Arc::clone(&batch));
+                    st.in_flight_entries += batch.entries.len();
                     st.stats.logged_seq = seq;
                     st.stats.commits += 1;
                     st.stats.syncs += 1;

@@ -76,6 +76,9 @@ pub(super) struct State {
     pub(super) closing: bool,
     pub(super) closed: bool,
     pub(super) in_flight: VecDeque<Arc<Batch>>,
+    /// Entries of the `in_flight` batches: the log thread seals no more while it is at
+    /// `max_pending`, so a slow store bounds the memory they hold.
+    pub(super) in_flight_entries: usize,
     pub(super) stats: BufferStats,
     pub(super) ages: ConnectorAges,
 }
