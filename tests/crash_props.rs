@@ -113,9 +113,10 @@ fn crash_anywhere_rocksdb_store() {
 #[path = "kafka_util/mod.rs"]
 mod kafka_util;
 
-/// Each lifetime opens `KafkaStore` again on the case's own topic (deleted when the case ends).
+/// Each lifetime opens `KafkaStore` again on the case's own topic (deleted when the case ends), in
+/// the write mode the URL parameters give.
 #[cfg(feature = "kafka")]
-struct KafkaFactory(kafka_util::TopicGuard);
+struct KafkaFactory(kafka_util::TopicGuard, &'static str);
 
 #[cfg(feature = "kafka")]
 impl StoreFactory for KafkaFactory {
@@ -124,7 +125,7 @@ impl StoreFactory for KafkaFactory {
         fault: Arc<dyn connect_offsets::store::ApplyFault>,
     ) -> connect_offsets::Result<Arc<dyn connect_offsets::OffsetStore>> {
         Ok(Arc::new(
-            connect_offsets::store::kafka::KafkaStore::open(&kafka_util::url(&self.0, 3, ""))?
+            connect_offsets::store::kafka::KafkaStore::open(&kafka_util::url(&self.0, 3, self.1))?
                 .with_fault(fault),
         ))
     }
@@ -133,12 +134,11 @@ impl StoreFactory for KafkaFactory {
 /// The same scenarios over `KafkaStore` on the real broker (`scripts/kafka start`), a fresh topic per
 /// case: a lifetime opens the store again on the topic, as a restarted process would. Fewer cases than
 /// the embedded stores (every case creates a topic and each lifetime reads it and initializes a
-/// transactional producer): `KAFKA_PROPTEST_CASES`, default 64. With that few cases, only the points
+/// producer): `KAFKA_PROPTEST_CASES`, default 64 per write mode. With that few cases, only the points
 /// where the store is involved must each be crashed at; the log-only points are exercised too, and the
 /// memory and RocksDB runs (1,000 cases) require them.
 #[cfg(feature = "kafka")]
-#[test]
-fn crash_anywhere_kafka_store() {
+fn crash_anywhere_kafka(name: &'static str, params: &'static str) {
     let cases = std::env::var("KAFKA_PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -155,11 +155,26 @@ fn crash_anywhere_kafka_store() {
         .filter(|p| !store_points.contains(p))
         .collect();
     run_backend(
-        "kafka + log",
+        name,
         cases,
-        || Box::new(KafkaFactory(kafka_util::TopicGuard::new("crash"))),
+        || Box::new(KafkaFactory(kafka_util::TopicGuard::new("crash"), params)),
         &not_required,
     );
+}
+
+/// One transaction per batch (the default write mode).
+#[cfg(feature = "kafka")]
+#[test]
+fn crash_anywhere_kafka_store() {
+    crash_anywhere_kafka("kafka + log", "");
+}
+
+/// `write.mode=idempotent`: a crash inside apply leaves part of a batch in the topic (its records
+/// are acknowledged before the fault fires); recovery must still give an atomic prefix.
+#[cfg(feature = "kafka")]
+#[test]
+fn crash_anywhere_kafka_store_idempotent() {
+    crash_anywhere_kafka("kafka idempotent + log", "&write.mode=idempotent");
 }
 
 /// A batch acknowledged but not applied when the process dies, and a second death while recovery
@@ -195,13 +210,19 @@ fn kafka_crash_inside_recovery() {
         },
         Op::Commit { store: true },
     ];
-    let mut factory = KafkaFactory(kafka_util::TopicGuard::new("crash-recovery"));
-    let report = scenario::run(&ops, &mut factory, ScenarioOptions::default())
-        .unwrap_or_else(|e| panic!("{e}"));
-    for p in [CrashPoint::AfterAckBeforeApply, CrashPoint::InsideRecovery] {
-        assert_eq!(report.crashes.get(&p), Some(&1), "{p:?}: {report:?}");
+    for params in ["", "&write.mode=idempotent"] {
+        let mut factory = KafkaFactory(kafka_util::TopicGuard::new("crash-recovery"), params);
+        let report = scenario::run(&ops, &mut factory, ScenarioOptions::default())
+            .unwrap_or_else(|e| panic!("{params}: {e}"));
+        for p in [CrashPoint::AfterAckBeforeApply, CrashPoint::InsideRecovery] {
+            assert_eq!(
+                report.crashes.get(&p),
+                Some(&1),
+                "{params} {p:?}: {report:?}"
+            );
+        }
+        assert!(report.replayed >= 1, "{params}: {report:?}");
     }
-    assert!(report.replayed >= 1, "{report:?}");
 }
 
 /// Every sequence the fuzz target found interesting stays a test (see fuzz/regressions/crash_replay).

@@ -9,20 +9,25 @@ use std::time::{Duration, Instant};
 
 use connect_offsets::conformance::Harness;
 use connect_offsets::conformance_tests;
-use connect_offsets::store::kafka::{KafkaStore, MARKER_FIELD, SEQ_HEADER, WRITER_HEADER};
+use connect_offsets::store::kafka::{
+    KafkaStore, MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key,
+};
 use connect_offsets::store::{ApplyFault, OffsetStore, OffsetStoreExt, StoreUrl};
 use connect_offsets::{Batch, Error, Offset, OffsetKey, Partition};
 use kafka_util::*;
 
-/// Each conformance test gets a fresh topic (3 partitions, so batches span partitions).
+/// Each conformance test gets a fresh topic (3 partitions, so batches span partitions); `params`
+/// choose the write mode.
 struct KafkaHarness {
     topic: TopicGuard,
+    params: &'static str,
 }
 
 impl KafkaHarness {
-    fn new() -> Self {
+    fn new(params: &'static str) -> Self {
         KafkaHarness {
             topic: TopicGuard::new("conformance"),
+            params,
         }
     }
 }
@@ -32,7 +37,7 @@ impl Harness for KafkaHarness {
         &mut self,
         fault: Option<Arc<dyn ApplyFault>>,
     ) -> connect_offsets::Result<Box<dyn OffsetStore>> {
-        let store = KafkaStore::open(&url(&self.topic, 3, ""))?;
+        let store = KafkaStore::open(&url(&self.topic, 3, self.params))?;
         Ok(match fault {
             None => Box::new(store),
             Some(f) => Box::new(store.with_fault(f)),
@@ -43,7 +48,10 @@ impl Harness for KafkaHarness {
     }
 }
 
-conformance_tests!(kafka, KafkaHarness::new);
+conformance_tests!(kafka, || KafkaHarness::new(""));
+conformance_tests!(kafka_idempotent, || KafkaHarness::new(
+    "&write.mode=idempotent"
+));
 
 fn pos(n: i64) -> Offset {
     Offset::new().with("position", n)
@@ -982,6 +990,51 @@ fn an_aborted_batch_is_invisible_to_read_committed_but_not_to_read_uncommitted()
     let store = KafkaStore::open(&url(&topic, 3, "")).expect("reopen");
     assert_eq!(store.partitions("c").unwrap().len(), 6);
     assert_eq!(store.applied_seq("w").unwrap(), 1);
+}
+
+/// `write.mode=idempotent`: a batch that fails midway leaves the records acknowledged before the
+/// failure in the topic, without a seq header and without its marker, so a reopen does not count
+/// it as applied; the retry writes it whole, then the marker.
+#[test]
+fn idempotent_mode_marks_a_batch_applied_only_once_all_of_it_is_in() {
+    use connect_offsets::store::fault::FailMidway;
+    let topic = TopicGuard::new("idempotent");
+    let fault = Arc::new(FailMidway::new(3));
+    let store = KafkaStore::open(&url(&topic, 3, "&write.mode=idempotent"))
+        .expect("open")
+        .with_fault(fault.clone());
+    assert!(!store.atomic());
+    let batch = Batch::new("w", 1, (0..6).map(|i| (key("c", i), Some(pos(i)))));
+    assert!(store.apply(&batch).is_err());
+    assert!(fault.fired());
+    let seen = read_all(&topic, "read_committed");
+    let first3: Vec<Vec<u8>> = (0..3).map(|i| key("c", i).connect_key()).collect();
+    assert_eq!(seen.len(), 3, "the records sent before the fault: {seen:?}");
+    for r in &seen {
+        assert!(first3.contains(r.key.as_ref().unwrap()), "{r:?}");
+        let names: Vec<&str> = r.headers.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, [WRITER_HEADER], "a writer header, no seq: {r:?}");
+    }
+    let reopened = KafkaStore::open(&url(&topic, 3, "")).expect("reopen");
+    assert_eq!(reopened.applied_seq("w").unwrap(), 0, "not applied yet");
+    assert_eq!(reopened.get(&key("c", 0)).unwrap(), Some(pos(0)));
+    assert_eq!(reopened.get(&key("c", 5)).unwrap(), None);
+    // The retry (as recovery replays it) writes the whole batch and then the marker.
+    store.apply(&batch).expect("retry");
+    let seen = read_all(&topic, "read_committed");
+    let marker = marker_key("w");
+    assert_eq!(
+        seen.iter()
+            .filter(|r| r.key.as_deref() == Some(&marker[..]))
+            .count(),
+        1
+    );
+    let reopened = KafkaStore::open(&url(&topic, 3, "")).expect("reopen");
+    assert_eq!(reopened.applied_seq("w").unwrap(), 1);
+    assert_eq!(reopened.partitions("c").unwrap().len(), 6);
+    // A replay of the applied batch writes nothing.
+    store.apply(&batch).expect("replay");
+    assert_eq!(read_all(&topic, "read_committed").len(), seen.len());
 }
 
 #[test]

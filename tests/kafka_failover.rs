@@ -109,8 +109,17 @@ fn topic_facts(topic: &str) -> (usize, String) {
     (replicas, min_isr)
 }
 
+/// Both write modes, one after the other, each on a cluster of its own (two at once would
+/// overload the machine).
 #[test]
 fn commits_survive_a_broker_sigkill_and_resume_within_the_bound() {
+    for params in ["", "&write.mode=idempotent"] {
+        eprintln!("kafka_failover: write mode parameters `{params}`");
+        failover(params);
+    }
+}
+
+fn failover(params: &str) {
     // RUST_LOG=info shows the store's and librdkafka's view of the failover.
     #[cfg(feature = "cli")]
     if std::env::var_os("RUST_LOG").is_some() {
@@ -123,7 +132,7 @@ fn commits_survive_a_broker_sigkill_and_resume_within_the_bound() {
     let mut cluster = Cluster::start();
     let topic = kafka_util::unique_topic("failover");
     let url = format!(
-        "kafka://{}/{topic}?partitions=6&replication=3&timeout.ms=15000&writer={WRITER}",
+        "kafka://{}/{topic}?partitions=6&replication=3&timeout.ms=15000&writer={WRITER}{params}",
         Cluster::BOOTSTRAP
     );
     let store: Arc<dyn OffsetStore> =

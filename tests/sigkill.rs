@@ -280,3 +280,16 @@ fn sigkill_kafka_store() {
     let topic = kafka_util::TopicGuard::new("sigkill");
     kill_cycles(&kafka_util::url(&topic.0, 3, &format!("&writer={WRITER}")));
 }
+
+/// The same over `write.mode=idempotent`: a kill mid-batch leaves part of it in the topic, which
+/// the next process's recovery completes.
+#[cfg(feature = "kafka")]
+#[test]
+fn sigkill_kafka_store_idempotent() {
+    let topic = kafka_util::TopicGuard::new("sigkill-idem");
+    kill_cycles(&kafka_util::url(
+        &topic.0,
+        3,
+        &format!("&writer={WRITER}&write.mode=idempotent"),
+    ));
+}

@@ -67,6 +67,13 @@ pub trait OffsetStore: Send + Sync + fmt::Debug {
 
     /// True when applied and persisted batches outlive the process.
     fn durable(&self) -> bool;
+
+    /// False for a store that may leave part of a batch visible when `apply` fails midway (Kafka's
+    /// `write.mode=idempotent`). Such a store still records a batch's seq only once every entry
+    /// is in, so a [`CommitBuffer`](crate::buffer::CommitBuffer)'s recovery replays the batch whole.
+    fn atomic(&self) -> bool {
+        true
+    }
 }
 
 macro_rules! forward_store {
@@ -82,6 +89,7 @@ macro_rules! forward_store {
             fn namespaces(&self) -> Result<Vec<String>> { (**self).namespaces() }
             fn persist(&self) -> Result<()> { (**self).persist() }
             fn durable(&self) -> bool { (**self).durable() }
+            fn atomic(&self) -> bool { (**self).atomic() }
         }
     )*};
 }

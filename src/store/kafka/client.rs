@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,59 @@ pub(crate) struct Ctx {
     role: String,
     last_error: Mutex<Option<String>>,
     auth_failed: AtomicBool,
+    /// Delivery reports a producer waits for (see [`Deliveries`]).
+    pub(crate) deliveries: Deliveries,
+}
+
+/// Counts a producer's delivery reports, so a writer can wait until every record it sent is
+/// acknowledged (or failed) without polling in fixed steps: the report wakes it.
+#[derive(Default)]
+pub(crate) struct Deliveries {
+    done: Mutex<Delivered>,
+    changed: Condvar,
+}
+
+/// Reports received so far.
+#[derive(Default, Clone)]
+pub(crate) struct Delivered {
+    pub reports: u64,
+    pub failures: u64,
+    /// The first failure since the store opened (secrets removed).
+    pub first_failure: Option<String>,
+}
+
+impl Deliveries {
+    fn report(&self, failure: Option<String>) {
+        let mut d = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        d.reports += 1;
+        if let Some(f) = failure {
+            d.failures += 1;
+            d.first_failure.get_or_insert(f);
+        }
+        drop(d);
+        self.changed.notify_all();
+    }
+
+    pub(crate) fn now(&self) -> Delivered {
+        self.done.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Waits until `reports` reports have arrived or `deadline` passes; returns what arrived.
+    pub(crate) fn wait_for(&self, reports: u64, deadline: Instant) -> Delivered {
+        let mut d = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        while d.reports < reports {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            d = self
+                .changed
+                .wait_timeout(d, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        d.clone()
+    }
 }
 
 impl Ctx {
@@ -33,6 +86,7 @@ impl Ctx {
             role: role.into(),
             last_error: Mutex::new(None),
             auth_failed: AtomicBool::new(false),
+            deliveries: Deliveries::default(),
         }
     }
 
@@ -196,17 +250,22 @@ impl ProducerContext for Ctx {
     type DeliveryOpaque = ();
 
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        // Only failures are reported (`delivery.report.only.error`); the transaction's commit fails
-        // for them too, this keeps the reason for the error message.
+        // The transactional producers get failures only (`delivery.report.only.error`; the commit
+        // fails for them too, this keeps the reason); the idempotent one gets every report.
         // Records purged by an abort report themselves too; that is not news.
-        if let Err((e, _)) = result
-            && !matches!(
-                e.rdkafka_error_code(),
-                Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
-            )
-        {
-            self.note_error(e);
-        }
+        let failure = match result {
+            Ok(_) => None,
+            Err((e, _)) => {
+                if !matches!(
+                    e.rdkafka_error_code(),
+                    Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
+                ) {
+                    self.note_error(e);
+                }
+                Some(self.scrub(&e.to_string()))
+            }
+        };
+        self.deliveries.report(failure);
     }
 }
 

@@ -54,6 +54,20 @@ const RESERVED: &[(&str, &str)] = &[
     ),
 ];
 
+/// How a batch reaches the topic (URL `write.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WriteMode {
+    /// One transaction per batch (the default): readers with `read_committed` (our own, Connect
+    /// workers with exactly-once support) see a batch whole or not at all, and a newer process of a
+    /// writer fences the older one.
+    #[default]
+    Transaction,
+    /// An idempotent `acks=all` producer, no transactions: a batch's records are acknowledged before
+    /// its marker is written, so our reopen replays a batch a crash cut short; other readers may see
+    /// part of such a batch until then, and nothing fences an older process of the same writer.
+    Idempotent,
+}
+
 /// Properties whose value the store fixes but which may be given with that same value.
 const FIXED: &[(&str, &str)] = &[("partitioner", "murmur2_random"), ("acks", "all")];
 
@@ -87,6 +101,7 @@ pub struct KafkaStoreBuilder {
     pub(super) dead_letter: Option<PathBuf>,
     pub(super) transactional_id_prefix: Option<String>,
     pub(super) claim: Option<String>,
+    pub(super) write_mode: WriteMode,
     pub(super) properties: Vec<(String, String)>,
     pub(super) fault: Option<Arc<dyn ApplyFault>>,
 }
@@ -103,6 +118,7 @@ impl fmt::Debug for KafkaStoreBuilder {
             .field("dead_letter", &self.dead_letter)
             .field("transactional_id_prefix", &self.transactional_id_prefix)
             .field("claim", &self.claim)
+            .field("write_mode", &self.write_mode)
             .field("properties", &Masked(&self.properties))
             .finish()
     }
@@ -135,6 +151,7 @@ impl KafkaStoreBuilder {
             dead_letter: None,
             transactional_id_prefix: None,
             claim: None,
+            write_mode: WriteMode::default(),
             properties: Vec::new(),
             fault: None,
         }
@@ -146,7 +163,8 @@ impl KafkaStoreBuilder {
     /// default) for a topic that must be created; `timeout.ms` (default 30000); `strict`
     /// (`true` refuses to open a topic holding undecodable records); `dead.letter.file` (where
     /// undecodable records are copied); `transactional.id.prefix`; `writer` (a writer to claim at open,
-    /// see [`claim_writer`](Self::claim_writer)). Any other parameter is a librdkafka property.
+    /// see [`claim_writer`](Self::claim_writer)); `write.mode` (`transaction`, the default, or
+    /// `idempotent`, see [`WriteMode`]). Any other parameter is a librdkafka property.
     pub fn from_url(url: &StoreUrl) -> Result<Self> {
         if url.scheme != "kafka" {
             return Err(url.error("not a kafka:// URL"));
@@ -180,6 +198,17 @@ impl KafkaStoreBuilder {
                 "dead.letter.file" => b.dead_letter = Some(PathBuf::from(v)),
                 "transactional.id.prefix" => b.transactional_id_prefix = Some(v.clone()),
                 "writer" => b.claim = Some(v.clone()),
+                "write.mode" => {
+                    b.write_mode = match v.as_str() {
+                        "transaction" => WriteMode::Transaction,
+                        "idempotent" => WriteMode::Idempotent,
+                        _ => {
+                            return Err(url.error(format!(
+                                "parameter `write.mode` must be `transaction` or `idempotent`, not `{v}`"
+                            )));
+                        }
+                    }
+                }
                 _ => b.properties.push((k.clone(), v.clone())),
             }
         }
@@ -233,6 +262,12 @@ impl KafkaStoreBuilder {
     /// owner committed. A process that runs a commit buffer should claim its writer.
     pub fn claim_writer(mut self, writer: impl Into<String>) -> Self {
         self.claim = Some(writer.into());
+        self
+    }
+
+    /// How batches reach the topic (default [`WriteMode::Transaction`]).
+    pub fn write_mode(mut self, mode: WriteMode) -> Self {
+        self.write_mode = mode;
         self
     }
 
@@ -321,6 +356,7 @@ impl KafkaStoreBuilder {
             strict: self.strict,
             dead_letter: self.dead_letter.clone(),
             transactional_id_prefix: prefix,
+            write_mode: self.write_mode,
             properties,
             secrets: Arc::new(secrets),
             max_message_bytes,
@@ -380,6 +416,7 @@ pub(crate) struct Settings {
     pub strict: bool,
     pub dead_letter: Option<PathBuf>,
     pub transactional_id_prefix: String,
+    pub write_mode: WriteMode,
     pub properties: Vec<(String, String)>,
     pub secrets: Arc<Secrets>,
     pub max_message_bytes: usize,
@@ -394,6 +431,7 @@ impl fmt::Debug for Settings {
             .field("strict", &self.strict)
             .field("dead_letter", &self.dead_letter)
             .field("transactional_id_prefix", &self.transactional_id_prefix)
+            .field("write_mode", &self.write_mode)
             .field("properties", &Masked(&self.properties))
             .finish()
     }
@@ -478,6 +516,25 @@ impl Settings {
                 .unwrap_or_else(|| "60000".into()),
         );
         c
+    }
+
+    /// The producer of [`WriteMode::Idempotent`]: no transactions, Connect's placement, `acks=all`,
+    /// a report for every record (the writer waits for them).
+    pub(crate) fn idempotent_producer_config(&self) -> ClientConfig {
+        let mut c = self.base();
+        c.set("enable.idempotence", "true");
+        c.set("acks", "all");
+        c.set("partitioner", "murmur2_random");
+        if !self.has("linger.ms") && !self.has("queue.buffering.max.ms") {
+            // Every batch waits for its acknowledgements right away: lingering only adds latency
+            // (records queued while a request is in flight are still batched together).
+            c.set("linger.ms", "0");
+        }
+        c
+    }
+
+    fn has(&self, property: &str) -> bool {
+        self.properties.iter().any(|(k, _)| k == property)
     }
 
     /// The admin client (topic creation and configuration).

@@ -104,13 +104,16 @@ use std::time::{Duration, Instant};
 mod client;
 mod config;
 mod dead_letters;
+mod idempotent;
 mod load;
 mod record;
 mod state;
 mod topic;
 mod write;
 
-pub use config::{DEFAULT_PARTITIONS, DEFAULT_REPLICATION, DEFAULT_TIMEOUT, KafkaStoreBuilder};
+pub use config::{
+    DEFAULT_PARTITIONS, DEFAULT_REPLICATION, DEFAULT_TIMEOUT, KafkaStoreBuilder, WriteMode,
+};
 pub use record::{MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key};
 
 use super::url::StoreUrl;
@@ -120,9 +123,10 @@ use crate::model::{Batch, OffsetKey};
 use crate::{Error, Offset, Result};
 use config::Settings;
 use dead_letters::DeadLetters;
+use idempotent::IdemProducer;
 use load::Reader;
 use state::State;
-use write::{Failure, Slot, TxnProducer, Writers};
+use write::{Failure, Producer, Slot, TxnProducer, Writers};
 
 /// What a load or a [`refresh`](KafkaStore::refresh) read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,7 +200,7 @@ impl KafkaStore {
         let writers = Writers::new(&settings);
         if let Some(writer) = &builder.claim {
             let (slot, id) = writers.slot_of(&settings, writer);
-            *write::lock(&slot) = Slot::Ready(TxnProducer::create(&settings, &id)?);
+            *write::lock(&slot) = Slot::Ready(Producer::create(&settings, &id)?);
         }
         reader.assign(partitions);
         let dead = DeadLetters::new(&settings);
@@ -344,6 +348,53 @@ impl KafkaStore {
     }
 }
 
+impl KafkaStore {
+    /// Produces the offset records of `recs`, waits until every one is acknowledged, then produces
+    /// the marker and waits for it; then applies them to memory. The reader is held throughout, so
+    /// a concurrent refresh never reads our records before memory has them.
+    fn produce_acknowledged(
+        &self,
+        producer: &IdemProducer,
+        batch: &Batch,
+        recs: Vec<write::Rec>,
+    ) -> std::result::Result<(), TxnError> {
+        let settings = &self.settings;
+        let headers = record::writer_header(batch);
+        let deadline = Instant::now() + settings.timeout;
+        let failures = producer.failures();
+        let _reader = self
+            .reader()
+            .map_err(|e| TxnError::Fault(Box::new((e, None))))?;
+        let mut entry = None;
+        for rec in recs.iter().filter(|r| r.entry.is_some()) {
+            if let (Some(f), Some(i)) = (&self.fault, rec.entry)
+                && entry != Some(i)
+            {
+                entry = Some(i);
+                if let Err(e) = f.before_entry(batch, i) {
+                    // What was sent lands anyway: the worst a crash here leaves behind.
+                    let _ = producer.wait_acknowledged(failures, deadline, settings);
+                    return Err(TxnError::Fault(Box::new((e, None))));
+                }
+            }
+            producer.send(&settings.topic, rec, Some(&headers), deadline)?;
+        }
+        producer.wait_acknowledged(failures, deadline, settings)?;
+        if let Some(f) = &self.fault
+            && let Err(e) = f.before_commit(batch)
+        {
+            return Err(TxnError::Fault(Box::new((e, None))));
+        }
+        for rec in recs.iter().filter(|r| r.entry.is_none()) {
+            producer.send(&settings.topic, rec, Some(&headers), deadline)?;
+        }
+        producer.wait_acknowledged(failures, deadline, settings)?;
+        let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+        write::apply_to_state(&mut state, batch, recs);
+        Ok(())
+    }
+}
+
 impl OffsetStore for KafkaStore {
     fn kind(&self) -> &'static str {
         "kafka"
@@ -356,11 +407,13 @@ impl OffsetStore for KafkaStore {
             return Err(self.fenced(&batch.writer, &id, reason));
         }
         if matches!(*guard, Slot::Empty) {
-            let producer = TxnProducer::create(&self.settings, &id)?;
-            // Whatever an older owner of this transactional.id committed is settled now: read it
-            // before deciding whether this batch is already in the topic. (If that fails, the
-            // producer is dropped and the next batch starts over.)
-            self.refresh()?;
+            let producer = Producer::create(&self.settings, &id)?;
+            if let Producer::Transaction(_) = producer {
+                // Whatever an older owner of this transactional.id committed is settled now: read
+                // it before deciding whether this batch is already in the topic. (If that fails,
+                // the producer is dropped and the next batch starts over.)
+                self.refresh()?;
+            }
             *guard = Slot::Ready(producer);
         }
         let Slot::Ready(producer) = &*guard else {
@@ -376,7 +429,11 @@ impl OffsetStore for KafkaStore {
             }
             write::encode(batch, &state, self.partitions, &self.settings)?
         };
-        let failure = match self.transact(producer, batch, recs) {
+        let written = match producer {
+            Producer::Transaction(p) => self.transact(p, batch, recs),
+            Producer::Idempotent(p) => self.produce_acknowledged(p, batch, recs),
+        };
+        let failure = match written {
             Ok(()) => return Ok(()),
             Err(TxnError::Fault(fault)) => {
                 let (e, failure) = *fault;
@@ -423,6 +480,10 @@ impl OffsetStore for KafkaStore {
 
     fn durable(&self) -> bool {
         true
+    }
+
+    fn atomic(&self) -> bool {
+        self.settings.write_mode == WriteMode::Transaction
     }
 }
 

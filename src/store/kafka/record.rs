@@ -99,6 +99,15 @@ pub(super) fn batch_headers<H: Headers>(headers: &H) -> Option<(&str, u64)> {
     Some((writer?, seq?))
 }
 
+/// The writer header alone, for the records of a batch written without a transaction: a seq
+/// header there would count the batch as applied when only part of it reached the topic.
+pub(super) fn writer_header(batch: &Batch) -> OwnedHeaders {
+    OwnedHeaders::new_with_capacity(1).insert(Header {
+        key: WRITER_HEADER,
+        value: Some(batch.writer.as_str()),
+    })
+}
+
 /// The `(writer, seq)` headers of every record of a sequenced batch.
 pub(super) fn headers(batch: &Batch) -> Option<OwnedHeaders> {
     if batch.seq == 0 {

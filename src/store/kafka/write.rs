@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::OwnedHeaders;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
 
 use super::client::{Ctx, auth_error, timeout_error};
-use super::config::{Settings, unique_suffix};
+use super::config::{Settings, WriteMode, unique_suffix};
+use super::idempotent::IdemProducer;
 use super::record::{marker_key, marker_value};
 use super::state::{LiveForm, Stamp, State};
 use crate::codec::{json, murmur2};
@@ -144,12 +145,47 @@ pub(crate) fn apply_to_state(state: &mut State, batch: &Batch, recs: Vec<Rec>) {
     }
 }
 
+/// The record `rec` of `topic`, as librdkafka takes it.
+pub(crate) fn base_record<'a>(
+    topic: &'a str,
+    rec: &'a Rec,
+    headers: Option<&OwnedHeaders>,
+) -> BaseRecord<'a, [u8], [u8], ()> {
+    let mut record: BaseRecord<'_, [u8], [u8], ()> = BaseRecord::to(topic)
+        .key(&rec.key[..])
+        .partition(rec.partition)
+        .timestamp(rec.timestamp);
+    if let Some(v) = &rec.value {
+        record = record.payload(&v[..]);
+    }
+    if let Some(h) = headers {
+        record = record.headers(h.clone());
+    }
+    record
+}
+
+/// A writer's producer, of the store's [`WriteMode`].
+pub(crate) enum Producer {
+    Transaction(TxnProducer),
+    Idempotent(IdemProducer),
+}
+
+impl Producer {
+    /// A producer for `transactional.id` `id` (the idempotent one takes it as its client name).
+    pub(crate) fn create(settings: &Settings, id: &str) -> Result<Producer> {
+        Ok(match settings.write_mode {
+            WriteMode::Transaction => Producer::Transaction(TxnProducer::create(settings, id)?),
+            WriteMode::Idempotent => Producer::Idempotent(IdemProducer::create(settings, id)?),
+        })
+    }
+}
+
 /// A writer's producer slot.
 pub(crate) enum Slot {
     /// No producer yet, or the last one was lost (fatal error, unknown commit outcome): the next
     /// batch makes a new one, which settles the old one's transaction before the store re-reads.
     Empty,
-    Ready(TxnProducer),
+    Ready(Producer),
     /// A newer producer with the same `transactional.id` took over: this writer is a zombie.
     Fenced(String),
 }
@@ -387,16 +423,7 @@ impl TxnProducer {
         deadline: Instant,
         settings: &Settings,
     ) -> std::result::Result<(), Failure> {
-        let mut record: BaseRecord<'_, [u8], [u8], ()> = BaseRecord::to(topic)
-            .key(&rec.key[..])
-            .partition(rec.partition)
-            .timestamp(rec.timestamp);
-        if let Some(v) = &rec.value {
-            record = record.payload(&v[..]);
-        }
-        if let Some(h) = headers {
-            record = record.headers(h.clone());
-        }
+        let mut record = base_record(topic, rec, headers);
         loop {
             match self.producer.send(record) {
                 Ok(()) => return Ok(()),
