@@ -507,6 +507,7 @@ impl Settings {
         c.set("partitioner", "murmur2_random");
         // Failures still fail the commit; successes need no report, so nothing piles up per record.
         c.set("delivery.report.only.error", "true");
+        self.no_linger(&mut c);
         c.set(
             "transaction.timeout.ms",
             self.properties
@@ -525,12 +526,17 @@ impl Settings {
         c.set("enable.idempotence", "true");
         c.set("acks", "all");
         c.set("partitioner", "murmur2_random");
+        self.no_linger(&mut c);
+        c
+    }
+
+    /// `linger.ms=0` unless the user set it: every batch waits for its acknowledgements right after
+    /// its last record, so lingering only adds latency (5 ms a commit at librdkafka's default), and
+    /// records queued while a request is in flight are batched together anyway.
+    fn no_linger(&self, c: &mut ClientConfig) {
         if !self.has("linger.ms") && !self.has("queue.buffering.max.ms") {
-            // Every batch waits for its acknowledgements right away: lingering only adds latency
-            // (records queued while a request is in flight are still batched together).
             c.set("linger.ms", "0");
         }
-        c
     }
 
     fn has(&self, property: &str) -> bool {
@@ -577,6 +583,30 @@ mod tests {
         assert_eq!((d.partitions, d.replication), (25, 3));
         assert_eq!(d.timeout, DEFAULT_TIMEOUT);
         assert_eq!(d.transactional_id("w"), "connect-offsets-t-w");
+    }
+
+    #[test]
+    fn write_mode_and_producer_settings() {
+        let s = |url: &str| builder(url).unwrap().settings().unwrap();
+        assert_eq!(s("kafka://h:1/t").write_mode, WriteMode::Transaction);
+        let idem = s("kafka://h:1/t?write.mode=idempotent");
+        assert_eq!(idem.write_mode, WriteMode::Idempotent);
+        let e = builder("kafka://h:1/t?write.mode=fast").err().unwrap();
+        assert!(e.to_string().contains("`write.mode`"), "{e}");
+        assert!(e.to_string().contains("`fast`"), "{e}");
+        let c = idem.idempotent_producer_config();
+        assert_eq!(c.get("transactional.id"), None);
+        assert_eq!(c.get("enable.idempotence"), Some("true"));
+        assert_eq!(c.get("acks"), Some("all"));
+        // librdkafka's 5 ms linger would delay every commit; a user's own value is kept.
+        assert_eq!(c.get("linger.ms"), Some("0"));
+        assert_eq!(idem.producer_config("x").get("linger.ms"), Some("0"));
+        let own = s("kafka://h:1/t?linger.ms=20");
+        assert_eq!(own.producer_config("x").get("linger.ms"), Some("20"));
+        assert_eq!(
+            own.idempotent_producer_config().get("linger.ms"),
+            Some("20")
+        );
     }
 
     #[test]
