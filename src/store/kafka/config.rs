@@ -87,6 +87,7 @@ pub struct KafkaStoreBuilder {
     pub(super) dead_letter: Option<PathBuf>,
     pub(super) transactional_id_prefix: Option<String>,
     pub(super) claim: Option<String>,
+    pub(super) snapshot_dir: Option<PathBuf>,
     pub(super) properties: Vec<(String, String)>,
     pub(super) fault: Option<Arc<dyn ApplyFault>>,
 }
@@ -103,6 +104,7 @@ impl fmt::Debug for KafkaStoreBuilder {
             .field("dead_letter", &self.dead_letter)
             .field("transactional_id_prefix", &self.transactional_id_prefix)
             .field("claim", &self.claim)
+            .field("snapshot_dir", &self.snapshot_dir)
             .field("properties", &Masked(&self.properties))
             .finish()
     }
@@ -135,6 +137,7 @@ impl KafkaStoreBuilder {
             dead_letter: None,
             transactional_id_prefix: None,
             claim: None,
+            snapshot_dir: None,
             properties: Vec::new(),
             fault: None,
         }
@@ -146,7 +149,9 @@ impl KafkaStoreBuilder {
     /// default) for a topic that must be created; `timeout.ms` (default 30000); `strict`
     /// (`true` refuses to open a topic holding undecodable records); `dead.letter.file` (where
     /// undecodable records are copied); `transactional.id.prefix`; `writer` (a writer to claim at open,
-    /// see [`claim_writer`](Self::claim_writer)). Any other parameter is a librdkafka property.
+    /// see [`claim_writer`](Self::claim_writer)); `snapshot.dir` (a local directory for the warm
+    /// start snapshot, see [`snapshot_dir`](Self::snapshot_dir); none by default). Any other
+    /// parameter is a librdkafka property.
     pub fn from_url(url: &StoreUrl) -> Result<Self> {
         if url.scheme != "kafka" {
             return Err(url.error("not a kafka:// URL"));
@@ -180,6 +185,14 @@ impl KafkaStoreBuilder {
                 "dead.letter.file" => b.dead_letter = Some(PathBuf::from(v)),
                 "transactional.id.prefix" => b.transactional_id_prefix = Some(v.clone()),
                 "writer" => b.claim = Some(v.clone()),
+                "snapshot.dir" => {
+                    if v.trim().is_empty() {
+                        return Err(url.error(
+                            "parameter `snapshot.dir` must name a directory, e.g. snapshot.dir=/var/lib/connect-offsets",
+                        ));
+                    }
+                    b.snapshot_dir = Some(PathBuf::from(v))
+                }
                 _ => b.properties.push((k.clone(), v.clone())),
             }
         }
@@ -233,6 +246,15 @@ impl KafkaStoreBuilder {
     /// owner committed. A process that runs a commit buffer should claim its writer.
     pub fn claim_writer(mut self, writer: impl Into<String>) -> Self {
         self.claim = Some(writer.into());
+        self
+    }
+
+    /// Keeps a snapshot of the loaded topic in directory `dir` (created if missing), so the next open
+    /// reads only what was written since (a warm start). The snapshot is written when the store is
+    /// dropped; a snapshot that may not match the topic any more is ignored with a warning and the
+    /// topic is read whole (see the [store documentation](super)).
+    pub fn snapshot_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.snapshot_dir = Some(dir.into());
         self
     }
 
@@ -295,6 +317,11 @@ impl KafkaStoreBuilder {
             }
             properties.push((k.clone(), v.clone()));
         }
+        if let Some(dir) = &self.snapshot_dir
+            && dir.as_os_str().is_empty()
+        {
+            return Err(bad("`snapshot.dir` must name a directory".into()));
+        }
         let secrets = Secrets(
             properties
                 .iter()
@@ -320,6 +347,7 @@ impl KafkaStoreBuilder {
             timeout: self.timeout,
             strict: self.strict,
             dead_letter: self.dead_letter.clone(),
+            snapshot_dir: self.snapshot_dir.clone(),
             transactional_id_prefix: prefix,
             properties,
             secrets: Arc::new(secrets),
@@ -379,6 +407,7 @@ pub(crate) struct Settings {
     pub timeout: Duration,
     pub strict: bool,
     pub dead_letter: Option<PathBuf>,
+    pub snapshot_dir: Option<PathBuf>,
     pub transactional_id_prefix: String,
     pub properties: Vec<(String, String)>,
     pub secrets: Arc<Secrets>,
@@ -393,6 +422,7 @@ impl fmt::Debug for Settings {
             .field("timeout", &self.timeout)
             .field("strict", &self.strict)
             .field("dead_letter", &self.dead_letter)
+            .field("snapshot_dir", &self.snapshot_dir)
             .field("transactional_id_prefix", &self.transactional_id_prefix)
             .field("properties", &Masked(&self.properties))
             .finish()
@@ -548,6 +578,18 @@ mod tests {
             Some("500"),
             "the user's value wins"
         );
+    }
+
+    #[test]
+    fn snapshot_dir_is_ours_and_must_name_a_directory() {
+        let b = builder("kafka://h:1/t?snapshot.dir=/tmp/snaps").unwrap();
+        let s = b.settings().unwrap();
+        assert_eq!(s.snapshot_dir, Some(PathBuf::from("/tmp/snaps")));
+        assert!(s.properties.is_empty(), "not passed to librdkafka");
+        let e = builder("kafka://h:1/t?snapshot.dir=")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("snapshot.dir"), "{e}");
     }
 
     #[test]

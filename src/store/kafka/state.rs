@@ -261,6 +261,31 @@ impl State {
         self.namespaces.keys().cloned().collect()
     }
 
+    /// Calls `f` with every live form (its exact record key, its offset, its stamp), then returns
+    /// every writer's applied seq: all a snapshot must keep to rebuild this state with [`put`] and
+    /// [`note_seq`].
+    ///
+    /// [`put`]: State::put
+    /// [`note_seq`]: State::note_seq
+    pub(crate) fn for_each_form(&self, mut f: impl FnMut(&[u8], &Offset, Stamp)) {
+        for ns in self.namespaces.values() {
+            for stored in ns.values() {
+                for form in std::iter::once(&stored.current).chain(&stored.shadowed) {
+                    f(&form.raw(), &form.offset, form.stamp);
+                }
+            }
+        }
+    }
+
+    /// Number of live forms (records that [`for_each_form`](State::for_each_form) visits).
+    pub(crate) fn form_count(&self) -> usize {
+        self.namespaces
+            .values()
+            .flat_map(|ns| ns.values())
+            .map(|s| 1 + s.shadowed.len())
+            .sum()
+    }
+
     /// Number of keys with an offset.
     pub(crate) fn len(&self) -> usize {
         self.namespaces.values().map(|ns| ns.len()).sum()
