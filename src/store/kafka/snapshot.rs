@@ -16,19 +16,23 @@
 //!         i64  read_at_ms: wall-clock start of the last complete catch-up
 //!         u32  partitions, then per partition: i64 log start offset seen, i64 next offset to read
 //!         u32  writers, then per writer: str writer, u64 applied seq
-//!         u64  forms, then per live form: i64 record timestamp, i32 topic partition,
-//!              i64 offset in it, bytes record key, bytes offset value (bytes = u32 length, bytes)
+//!         u32  namespaces, then per namespace: str namespace, u64 keys, then per key:
+//!              bytes canonical partition (bytes = u32 length, bytes), u32 live forms (the
+//!              current one first), then per form: i64 record timestamp, i32 topic partition,
+//!              i64 offset in it, bytes the form as the state keeps it (record key and offset
+//!              JSON in one allocation, see `state::Form`)
 //! ```
-//! Nothing follows the body. One checksum covers it all: the file is read whole in one go.
+//! Nothing follows the body. One checksum covers it all: the file is read whole in one go, and
+//! the state is rebuilt from it with two allocations a key and nothing decoded (each map is made
+//! at its final size).
 
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::codec::json;
 use crate::fs::{RealFs, WalFs};
 use crate::{Error, Result};
 
-use super::state::{Stamp, State};
+use super::state::{Form, Keys, Stamp, State, Stored};
 
 const MAGIC: &[u8; 8] = b"COSNAP\0\0";
 const VERSION: u32 = 1;
@@ -174,7 +178,7 @@ pub(crate) fn encode(
     next: &[i64],
     state: &State,
 ) -> Vec<u8> {
-    let mut body = Vec::with_capacity(64 + state.form_count() * 64);
+    let mut body = Vec::with_capacity(64 + state.len() * 96);
     put_bytes(&mut body, identity.cluster_id.as_bytes());
     put_bytes(&mut body, identity.topic.as_bytes());
     body.extend_from_slice(&identity.topic_id);
@@ -190,17 +194,23 @@ pub(crate) fn encode(
         put_bytes(&mut body, w.as_bytes());
         body.extend_from_slice(&seq.to_le_bytes());
     }
-    body.extend_from_slice(&(state.form_count() as u64).to_le_bytes());
-    let mut value = Vec::new();
-    state.for_each_form(|raw, offset, stamp| {
-        body.extend_from_slice(&stamp.timestamp.to_le_bytes());
-        body.extend_from_slice(&stamp.partition.to_le_bytes());
-        body.extend_from_slice(&stamp.offset.to_le_bytes());
-        put_bytes(&mut body, raw);
-        value.clear();
-        json::encode_value(offset, &mut value);
-        put_bytes(&mut body, &value);
-    });
+    let namespaces: Vec<_> = state.namespace_keys().collect();
+    body.extend_from_slice(&(namespaces.len() as u32).to_le_bytes());
+    for (ns, keys) in namespaces {
+        put_bytes(&mut body, ns.as_bytes());
+        body.extend_from_slice(&(keys.len() as u64).to_le_bytes());
+        for (canonical, stored) in keys {
+            put_bytes(&mut body, canonical);
+            body.extend_from_slice(&(stored.forms().count() as u32).to_le_bytes());
+            for form in stored.forms() {
+                let stamp = form.stamp();
+                body.extend_from_slice(&stamp.timestamp.to_le_bytes());
+                body.extend_from_slice(&stamp.partition.to_le_bytes());
+                body.extend_from_slice(&stamp.offset.to_le_bytes());
+                put_bytes(&mut body, form.bytes());
+            }
+        }
+    }
     let mut file = Vec::with_capacity(HEADER + body.len());
     file.extend_from_slice(MAGIC);
     file.extend_from_slice(&VERSION.to_le_bytes());
@@ -259,21 +269,31 @@ pub(crate) fn decode(file: &[u8]) -> std::result::Result<Snapshot, String> {
         let seq = r.u64()?;
         state.note_seq(&w, seq);
     }
-    let forms = r.u64()?;
-    for i in 0..forms {
-        let stamp = Stamp {
-            timestamp: r.i64()?,
-            partition: r.i32()?,
-            offset: r.i64()?,
-        };
-        let raw = r.bytes()?;
-        let value = r.bytes()?;
-        let bad = |e: Error| format!("form {i}: {e}");
-        let key = json::decode_key(raw).map_err(bad)?;
-        let offset = json::decode_value(value)
-            .map_err(bad)?
-            .ok_or_else(|| format!("form {i}: a null offset"))?;
-        state.put(raw, key, offset, stamp);
+    for _ in 0..r.u32()? {
+        let ns = r.string()?;
+        let n = r.u64()?;
+        // Bounded by what the body can hold (a key takes at least 8 bytes), so a damaged count
+        // cannot make a huge map.
+        let mut keys =
+            Keys::with_capacity_and_hasher((n as usize).min(r.0.len() / 8), Default::default());
+        for _ in 0..n {
+            let canonical: Box<[u8]> = r.bytes()?.into();
+            let forms = (0..r.u32()?)
+                .map(|_| {
+                    let stamp = Stamp {
+                        timestamp: r.i64()?,
+                        partition: r.i32()?,
+                        offset: r.i64()?,
+                    };
+                    Form::from_bytes(r.bytes()?.into(), stamp)
+                        .ok_or_else(|| format!("namespace `{ns}`: a malformed form"))
+                })
+                .collect::<std::result::Result<Vec<_>, String>>()?;
+            let stored = Stored::from_forms(forms)
+                .ok_or_else(|| format!("namespace `{ns}`: a key without forms"))?;
+            keys.insert(canonical, stored);
+        }
+        state.insert_namespace(ns, keys);
     }
     if !r.0.is_empty() {
         return Err(format!("{} bytes after the last form", r.0.len()));
@@ -417,13 +437,17 @@ mod tests {
             (back.read_at_ms, back.start, back.next),
             (42, vec![0, 1], vec![10, 20])
         );
+        let ab = OffsetKey::new("c", Partition::new().with("a", 1).with("b", 2));
         let forms = |s: &State| {
-            let mut v = Vec::new();
-            s.for_each_form(|raw, o, st| v.push((raw.to_vec(), o.clone(), st)));
-            v.sort_by_key(|f| f.2);
-            v
+            let f: Vec<_> = s
+                .live_forms(&ab)
+                .into_iter()
+                .map(|f| (f.raw, f.partition))
+                .collect();
+            (f, s.get(&ab), s.partitions("c"), s.namespaces())
         };
         assert_eq!(forms(&back.state), forms(&state));
+        assert_eq!(forms(&state).0.len(), 2);
         assert_eq!(back.state.writers(), vec![("w".to_string(), 4)]);
     }
 

@@ -29,12 +29,11 @@
 //! timestamp they were produced with and [`Stamp::UNREAD`] as their offset, until the reader reads
 //! them back with their real one.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use crate::Offset;
 use crate::codec::json;
-use crate::model::{KeyMap, OffsetKey};
+use crate::model::OffsetKey;
 
 /// Where a record sits and when it was written: its record timestamp (milliseconds, `-1` when the
 /// record has none), its topic partition and its offset there. Ordered by timestamp, then topic
@@ -53,53 +52,79 @@ impl Stamp {
     pub(crate) const UNREAD: i64 = i64::MAX;
 }
 
-/// One record form of a structural key: its decoded key, its exact key bytes when they differ from
-/// what the encoder makes of the decoded key (another producer's spelling), its offset, and where
-/// and when the record that holds it was written. A form is one key in one topic partition (what
-/// compaction keeps one record of).
-struct Form {
-    key: OffsetKey,
-    raw: Option<Box<[u8]>>,
-    offset: Offset,
+/// One record form of a structural key: the record's exact key bytes and its offset's JSON in one
+/// allocation, decoded only on lookup (a load makes one form per record; decoded keys and values
+/// took several allocations each), and where and when the record was written. A form is one key
+/// in one topic partition (what compaction keeps one record of).
+///
+/// ```text
+/// u32 LE  record key length
+/// ...     record key bytes
+/// ...     offset JSON (as the record holds it, or as we encode it for our own commits)
+/// ```
+pub(crate) struct Form {
+    bytes: Box<[u8]>,
     stamp: Stamp,
 }
 
 impl Form {
-    fn new(raw: &[u8], key: OffsetKey, offset: Offset, stamp: Stamp) -> Form {
-        // Re-encode into a reused buffer: a load makes one Form per record.
-        thread_local! {
-            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
-        let same = SCRATCH.with_borrow_mut(|buf| {
-            buf.clear();
-            json::encode_key(&key, buf);
-            buf.as_slice() == raw
-        });
-        let raw = (!same).then(|| raw.into());
+    fn new(raw: &[u8], value: &[u8], stamp: Stamp) -> Form {
+        let mut b = Vec::with_capacity(4 + raw.len() + value.len());
+        b.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+        b.extend_from_slice(raw);
+        b.extend_from_slice(value);
         Form {
-            key,
-            raw,
-            offset,
+            bytes: b.into_boxed_slice(),
             stamp,
         }
     }
 
-    fn raw(&self) -> Cow<'_, [u8]> {
-        match &self.raw {
-            Some(r) => Cow::Borrowed(r),
-            None => Cow::Owned(self.key.connect_key()),
-        }
+    /// A form from its one allocation (as [`bytes`](Form::bytes) gave it), or `None` when the
+    /// bytes are not one.
+    pub(crate) fn from_bytes(bytes: Box<[u8]>, stamp: Stamp) -> Option<Form> {
+        let len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+        (bytes.len() >= 4 + len).then_some(Form { bytes, stamp })
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    pub(crate) fn stamp(&self) -> Stamp {
+        self.stamp
+    }
+
+    fn raw_len(&self) -> usize {
+        u32::from_le_bytes(self.bytes[..4].try_into().expect("4 bytes")) as usize
+    }
+
+    fn raw(&self) -> &[u8] {
+        &self.bytes[4..4 + self.raw_len()]
+    }
+
+    fn value(&self) -> &[u8] {
+        &self.bytes[4 + self.raw_len()..]
+    }
+
+    /// The key as this record decodes (its member order). Every form's key decoded once already,
+    /// when it was stored.
+    fn key(&self) -> Option<OffsetKey> {
+        json::decode_key(self.raw()).ok()
+    }
+
+    fn offset(&self) -> Option<Offset> {
+        json::decode_value(self.value()).ok().flatten()
     }
 
     /// The record key `raw` in topic partition `partition`.
     fn is(&self, raw: &[u8], partition: i32) -> bool {
-        self.stamp.partition == partition && *self.raw() == *raw
+        self.stamp.partition == partition && self.raw() == raw
     }
 }
 
 /// Every live form of one structural key; `current`, the newest by [`Stamp`], is what lookups
 /// return.
-struct Stored {
+pub(crate) struct Stored {
     current: Form,
     shadowed: Vec<Form>,
 }
@@ -114,6 +139,22 @@ impl Stored {
             std::mem::swap(&mut self.current, &mut self.shadowed[i]);
         }
     }
+
+    /// Every live form, the current one first.
+    pub(crate) fn forms(&self) -> impl Iterator<Item = &Form> {
+        std::iter::once(&self.current).chain(&self.shadowed)
+    }
+
+    /// The forms of one key, as [`forms`](Stored::forms) listed them (`None` when there are none).
+    pub(crate) fn from_forms(forms: impl IntoIterator<Item = Form>) -> Option<Stored> {
+        let mut forms = forms.into_iter();
+        let mut stored = Stored {
+            current: forms.next()?,
+            shadowed: forms.collect(),
+        };
+        stored.settle();
+        Some(stored)
+    }
 }
 
 /// A live form of a key, as the writer needs it: the exact record key, the topic partition that
@@ -124,10 +165,20 @@ pub(crate) struct LiveForm {
     pub key: OffsetKey,
 }
 
+/// One namespace's keys, by their canonical partition bytes (a key's structural identity without
+/// the namespace, see [`OffsetKey::id`]), hashed with foldhash: seeded per process like SipHash,
+/// but SipHash took 14% of a cold load.
+pub(crate) type Keys = HashMap<Box<[u8]>, Stored, foldhash::fast::RandomState>;
+
+/// The canonical partition bytes of `key`.
+fn canonical(key: &OffsetKey) -> &[u8] {
+    &key.id()[4 + key.namespace().len()..]
+}
+
 /// The topic's content as far as it was read (and as our own commits changed it).
 #[derive(Default)]
 pub(crate) struct State {
-    namespaces: BTreeMap<String, KeyMap<Stored>>,
+    namespaces: BTreeMap<String, Keys>,
     seqs: HashMap<String, u64>,
 }
 
@@ -136,6 +187,19 @@ impl State {
     /// of a form already live replaces it (records of one topic partition are read in their order);
     /// the newest form is what lookups return, whatever order the partitions were read in.
     pub(crate) fn put(&mut self, raw: &[u8], key: OffsetKey, offset: Offset, stamp: Stamp) {
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        SCRATCH.with_borrow_mut(|value| {
+            value.clear();
+            json::encode_value(&offset, value);
+            self.put_raw(raw, &key, value, stamp)
+        })
+    }
+
+    /// [`put`](State::put) of a record whose offset JSON is `value` (a record as read: it is kept
+    /// as it is, and decoded only on lookup).
+    pub(crate) fn put_raw(&mut self, raw: &[u8], key: &OffsetKey, value: &[u8], stamp: Stamp) {
         let ns = match self.namespaces.get_mut(key.namespace()) {
             Some(ns) => ns,
             None => self
@@ -144,26 +208,23 @@ impl State {
                 .or_default(),
         };
         let partition = stamp.partition;
-        match ns.get_mut(&key) {
+        match ns.get_mut(canonical(key)) {
             None => {
-                let form = Form::new(raw, key.clone(), offset, stamp);
                 ns.insert(
-                    key,
+                    canonical(key).into(),
                     Stored {
-                        current: form,
+                        current: Form::new(raw, value, stamp),
                         shadowed: Vec::new(),
                     },
                 );
             }
             Some(stored) => {
                 if stored.current.is(raw, partition) {
-                    stored.current.offset = offset;
-                    stored.current.stamp = stamp;
+                    stored.current = Form::new(raw, value, stamp);
                 } else if let Some(f) = stored.shadowed.iter_mut().find(|f| f.is(raw, partition)) {
-                    f.offset = offset;
-                    f.stamp = stamp;
+                    *f = Form::new(raw, value, stamp);
                 } else {
-                    stored.shadowed.push(Form::new(raw, key, offset, stamp));
+                    stored.shadowed.push(Form::new(raw, value, stamp));
                 }
                 stored.settle();
             }
@@ -176,7 +237,7 @@ impl State {
         let Some(ns) = self.namespaces.get_mut(key.namespace()) else {
             return;
         };
-        let Some(stored) = ns.get_mut(key) else {
+        let Some(stored) = ns.get_mut(canonical(key)) else {
             return;
         };
         if stored.current.is(raw, partition) {
@@ -186,7 +247,7 @@ impl State {
                     stored.settle();
                 }
                 None => {
-                    ns.remove(key);
+                    ns.remove(canonical(key));
                     if ns.is_empty() {
                         self.namespaces.remove(key.namespace());
                     }
@@ -207,19 +268,24 @@ impl State {
         }
     }
 
+    fn stored(&self, key: &OffsetKey) -> Option<&Stored> {
+        self.namespaces
+            .get(key.namespace())
+            .and_then(|ns| ns.get(canonical(key)))
+    }
+
     /// Every live form of `key`, the current (newest) one first: what a write must overwrite and a
     /// reset tombstone.
     pub(crate) fn live_forms(&self, key: &OffsetKey) -> Vec<LiveForm> {
-        self.namespaces
-            .get(key.namespace())
-            .and_then(|ns| ns.get(key))
+        self.stored(key)
             .map(|s| {
-                std::iter::once(&s.current)
-                    .chain(&s.shadowed)
-                    .map(|f| LiveForm {
-                        raw: f.raw().into_owned(),
-                        partition: f.stamp.partition,
-                        key: f.key.clone(),
+                s.forms()
+                    .filter_map(|f| {
+                        Some(LiveForm {
+                            raw: f.raw().to_vec(),
+                            partition: f.stamp.partition,
+                            key: f.key()?,
+                        })
                     })
                     .collect()
             })
@@ -237,10 +303,7 @@ impl State {
     }
 
     pub(crate) fn get(&self, key: &OffsetKey) -> Option<Offset> {
-        self.namespaces
-            .get(key.namespace())
-            .and_then(|ns| ns.get(key))
-            .map(|s| s.current.offset.clone())
+        self.stored(key).and_then(|s| s.current.offset())
     }
 
     pub(crate) fn partitions(&self, namespace: &str) -> Vec<(OffsetKey, Offset)> {
@@ -249,7 +312,7 @@ impl State {
             .get(namespace)
             .map(|ns| {
                 ns.values()
-                    .map(|s| (s.current.key.clone(), s.current.offset.clone()))
+                    .filter_map(|s| Some((s.current.key()?, s.current.offset()?)))
                     .collect()
             })
             .unwrap_or_default();
@@ -261,29 +324,16 @@ impl State {
         self.namespaces.keys().cloned().collect()
     }
 
-    /// Calls `f` with every live form (its exact record key, its offset, its stamp), then returns
-    /// every writer's applied seq: all a snapshot must keep to rebuild this state with [`put`] and
-    /// [`note_seq`].
-    ///
-    /// [`put`]: State::put
-    /// [`note_seq`]: State::note_seq
-    pub(crate) fn for_each_form(&self, mut f: impl FnMut(&[u8], &Offset, Stamp)) {
-        for ns in self.namespaces.values() {
-            for stored in ns.values() {
-                for form in std::iter::once(&stored.current).chain(&stored.shadowed) {
-                    f(&form.raw(), &form.offset, form.stamp);
-                }
-            }
-        }
+    /// Every namespace and its keys, as a snapshot keeps them.
+    pub(crate) fn namespace_keys(&self) -> impl Iterator<Item = (&str, &Keys)> {
+        self.namespaces.iter().map(|(n, k)| (n.as_str(), k))
     }
 
-    /// Number of live forms (records that [`for_each_form`](State::for_each_form) visits).
-    pub(crate) fn form_count(&self) -> usize {
-        self.namespaces
-            .values()
-            .flat_map(|ns| ns.values())
-            .map(|s| 1 + s.shadowed.len())
-            .sum()
+    /// Adds a namespace's keys (a snapshot's, read back).
+    pub(crate) fn insert_namespace(&mut self, namespace: String, keys: Keys) {
+        if !keys.is_empty() {
+            self.namespaces.insert(namespace, keys);
+        }
     }
 
     /// Number of keys with an offset.
