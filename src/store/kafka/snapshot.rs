@@ -17,13 +17,12 @@
 //!         u32  partitions, then per partition: i64 log start offset seen, i64 next offset to read
 //!         u32  writers, then per writer: str writer, u64 applied seq
 //!         u32  namespaces, then per namespace: str namespace, u64 keys, then per key:
-//!              bytes canonical partition (bytes = u32 length, bytes), u32 live forms (the
-//!              current one first), then per form: i64 record timestamp, i32 topic partition,
-//!              i64 offset in it, bytes the form as the state keeps it (record key and offset
-//!              JSON in one allocation, see `state::Form`)
+//!              bytes (= u32 length, bytes) the key's entry as the state keeps it: its canonical
+//!              partition and every live form with its stamp, record key and offset JSON
+//!              (`state::Entry`)
 //! ```
 //! Nothing follows the body. One checksum covers it all: the file is read whole in one go, and
-//! the state is rebuilt from it with two allocations a key and nothing decoded (each map is made
+//! the state is rebuilt from it with one allocation a key and nothing decoded (each set is made
 //! at its final size).
 
 use std::io;
@@ -32,7 +31,7 @@ use std::path::{Path, PathBuf};
 use crate::fs::{RealFs, WalFs};
 use crate::{Error, Result};
 
-use super::state::{Form, Keys, Stamp, State, Stored};
+use super::state::{Entry, Keys, State};
 
 const MAGIC: &[u8; 8] = b"COSNAP\0\0";
 const VERSION: u32 = 1;
@@ -199,16 +198,8 @@ pub(crate) fn encode(
     for (ns, keys) in namespaces {
         put_bytes(&mut body, ns.as_bytes());
         body.extend_from_slice(&(keys.len() as u64).to_le_bytes());
-        for (canonical, stored) in keys {
-            put_bytes(&mut body, canonical);
-            body.extend_from_slice(&(stored.forms().count() as u32).to_le_bytes());
-            for form in stored.forms() {
-                let stamp = form.stamp();
-                body.extend_from_slice(&stamp.timestamp.to_le_bytes());
-                body.extend_from_slice(&stamp.partition.to_le_bytes());
-                body.extend_from_slice(&stamp.offset.to_le_bytes());
-                put_bytes(&mut body, form.bytes());
-            }
+        for entry in keys {
+            put_bytes(&mut body, entry.bytes());
         }
     }
     let mut file = Vec::with_capacity(HEADER + body.len());
@@ -277,21 +268,9 @@ pub(crate) fn decode(file: &[u8]) -> std::result::Result<Snapshot, String> {
         let mut keys =
             Keys::with_capacity_and_hasher((n as usize).min(r.0.len() / 8), Default::default());
         for _ in 0..n {
-            let canonical: Box<[u8]> = r.bytes()?.into();
-            let forms = (0..r.u32()?)
-                .map(|_| {
-                    let stamp = Stamp {
-                        timestamp: r.i64()?,
-                        partition: r.i32()?,
-                        offset: r.i64()?,
-                    };
-                    Form::from_bytes(r.bytes()?.into(), stamp)
-                        .ok_or_else(|| format!("namespace `{ns}`: a malformed form"))
-                })
-                .collect::<std::result::Result<Vec<_>, String>>()?;
-            let stored = Stored::from_forms(forms)
-                .ok_or_else(|| format!("namespace `{ns}`: a key without forms"))?;
-            keys.insert(canonical, stored);
+            let entry = Entry::from_bytes(r.bytes()?.into())
+                .ok_or_else(|| format!("namespace `{ns}`: a malformed entry"))?;
+            keys.insert(entry);
         }
         state.insert_namespace(ns, keys);
     }
@@ -326,9 +305,6 @@ impl<'a> Cursor<'a> {
     }
     fn u32(&mut self) -> std::result::Result<u32, String> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
-    }
-    fn i32(&mut self) -> std::result::Result<i32, String> {
-        Ok(i32::from_le_bytes(self.take(4)?.try_into().expect("4")))
     }
     fn u64(&mut self) -> std::result::Result<u64, String> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
@@ -391,6 +367,7 @@ pub(crate) fn prepare_dir(dir: &Path) -> Result<()> {
 mod tests {
     use super::*;
     use crate::model::OffsetKey;
+    use crate::store::kafka::state::Stamp;
     use crate::{Offset, Partition};
 
     fn identity() -> Identity {
