@@ -94,8 +94,10 @@
 //! ## Warm start: `snapshot.dir`
 //! With `snapshot.dir=/path` (URL) or [`KafkaStoreBuilder::snapshot_dir`], the store keeps a
 //! snapshot of what it loaded in `/path/<topic>.snapshot` (the directory is made if missing). It is
-//! written when the store is dropped (atomically: a temporary file, fsync, rename, directory
-//! fsync): a pass over the whole state belongs at close, not on the commit path. It holds the
+//! written when the store is dropped, after a last catch-up that reads the store's own commits
+//! back (atomically: a temporary file, fsync, rename, directory fsync): a pass over the whole
+//! state belongs at close, not on the commit path. A process that dies without dropping the
+//! store keeps the snapshot of its previous close. It holds the
 //! state, the cluster id, the topic's name, topic id and partition count, each partition's log
 //! start offset and next offset to read, and when the reader last caught up, under one CRC-32.
 //! The next open loads it and reads only what was written since ([`LoadReport::start`] is
@@ -374,12 +376,18 @@ impl KafkaStore {
         Ok((snap.state, Start::Warm, Some(place)))
     }
 
-    /// Writes the snapshot (at drop: it costs a pass over the whole state, so never on a hot path).
+    /// Catches up, then writes the snapshot. At drop: it costs a pass over the whole state, never
+    /// on a hot path. The catch-up reads our own commits back, so the snapshot's positions are past
+    /// them and the next open reads only what others wrote after this one closed.
     fn write_snapshot(&self) {
         let Some(place) = &self.snapshot else { return };
         let Some(identity) = &place.identity else {
             return;
         };
+        if let Err(e) = self.refresh() {
+            // Still right: our unread commits are in the state and are read back at the next open.
+            tracing::warn!(topic = %self.settings.topic, error = %e, "cannot catch up before writing the snapshot; it keeps the positions read so far");
+        }
         let (Ok(reader), Ok(state)) = (self.reader.lock(), self.state.read()) else {
             return;
         };
