@@ -205,6 +205,39 @@ fn measure_kafka(shape: &str, n: u64) {
         row(&format!("kafka {shape} {how}"), n, raw, heap, rss_grew);
     }
     let _ = std::fs::remove_dir_all(&dir);
+    delete_topic(&bootstrap, &topic);
+}
+
+/// Deletes the topic (best effort): a million offsets are not left on a shared broker.
+#[cfg(feature = "kafka")]
+fn delete_topic(bootstrap: &str, topic: &str) {
+    use rdkafka::admin::{AdminClient, AdminOptions};
+    use rdkafka::client::DefaultClientContext;
+    use std::task::{Context, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let Ok(admin) = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create::<AdminClient<DefaultClientContext>>()
+    else {
+        return;
+    };
+    let opts = AdminOptions::new();
+    let mut fut = std::pin::pin!(admin.delete_topics(&[topic], &opts));
+    let waker = Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while fut
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending()
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::park_timeout(std::time::Duration::from_millis(50));
+    }
 }
 
 #[cfg(not(feature = "kafka"))]
