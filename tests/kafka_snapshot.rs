@@ -191,11 +191,11 @@ fn warm_reopen_reads_only_what_was_written_since() {
     write(&warm, 3, 10, 5000);
     drop(warm);
     let last = open_warm(&topic, dir.path());
-    assert_eq!(
-        (last.loaded().start, last.loaded().records),
-        (Start::Warm, 0),
-        "the drop read them back before the snapshot"
-    );
+    assert_eq!(last.loaded().start, Start::Warm);
+    // The drop's catch-up reads them back (0 left) once the broker has written the commit's
+    // transaction markers, which it does after the commit returns; else all 10 and the marker.
+    let records = last.loaded().records;
+    assert!(records == 0 || records == 11, "{records} records read");
     assert_eq!(last.get(&key(9)).unwrap(), Some(pos(5009)));
     assert_eq!(answers(&last), cold_answers(&topic));
 }

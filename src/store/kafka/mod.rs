@@ -95,7 +95,7 @@
 //! With `snapshot.dir=/path` (URL) or [`KafkaStoreBuilder::snapshot_dir`], the store keeps a
 //! snapshot of what it loaded in `/path/<topic>.snapshot` (the directory is made if missing). It is
 //! written when the store is dropped, after a last catch-up that reads the store's own commits
-//! back (atomically: a temporary file, fsync, rename, directory fsync): a pass over the whole
+//! back as far as the brokers show them already (atomically: a temporary file, fsync, rename, directory fsync): a pass over the whole
 //! state belongs at close, not on the commit path. A process that dies without dropping the
 //! store keeps the snapshot of its previous close. It holds the
 //! state, the cluster id, the topic's name, topic id and partition count, each partition's log
