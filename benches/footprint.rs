@@ -7,6 +7,10 @@
 //! Each shape runs in a child process of its own, which also reports how much its resident set grew
 //! (`/proc/self/statm`): that includes the allocator's per-allocation overhead and free lists.
 //!
+//! With feature `kafka` and `KAFKA_BOOTSTRAP` set, the same offsets are also written to a topic and
+//! the heap of a `KafkaStore` opened over it is counted, cold (reading the topic) and warm (from its
+//! snapshot); librdkafka's own buffers are C allocations, outside the count.
+//!
 //! `cargo bench --bench footprint` (`FOOTPRINT_OFFSETS=N` for another count).
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -107,17 +111,142 @@ fn main() {
         "rss/offset",
         "rss/raw"
     );
-    for shape in ["bench", "file", "debezium"] {
-        let status = std::process::Command::new(std::env::current_exe().unwrap())
-            .env("FOOTPRINT_SHAPE", shape)
-            .env("FOOTPRINT_OFFSETS", n.to_string())
-            .status()
-            .unwrap();
-        assert!(status.success(), "{shape}: {status}");
+    let kafka = cfg!(feature = "kafka") && std::env::var("KAFKA_BOOTSTRAP").is_ok();
+    for store in ["memory", "kafka"] {
+        if store == "kafka" && !kafka {
+            continue;
+        }
+        for shape in ["bench", "file", "debezium"] {
+            let status = std::process::Command::new(std::env::current_exe().unwrap())
+                .env("FOOTPRINT_SHAPE", shape)
+                .env("FOOTPRINT_STORE", store)
+                .env("FOOTPRINT_OFFSETS", n.to_string())
+                .status()
+                .unwrap();
+            assert!(status.success(), "{store} {shape}: {status}");
+        }
     }
 }
 
+fn namespace(shape: &str) -> &'static str {
+    match shape {
+        "bench" => "bench-0",
+        "file" => "local-file-source",
+        _ => "inventory-connector",
+    }
+}
+
+/// The batches of `n` offsets of `shape` and their raw bytes (Connect's key + value bytes).
+fn batches(shape: &str, n: u64) -> (Vec<Batch>, usize) {
+    let mut raw = 0usize;
+    let mut scratch = Vec::new();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < n {
+        let end = (i + 10_000).min(n);
+        let entries: Vec<(OffsetKey, Option<Offset>)> = (i..end)
+            .map(|j| {
+                let (k, v) = entry(shape, j);
+                scratch.clear();
+                encode_key(&k, &mut scratch);
+                raw += scratch.len();
+                scratch.clear();
+                encode_value(&v, &mut scratch);
+                raw += scratch.len();
+                (k, Some(v))
+            })
+            .collect();
+        out.push(Batch::new("footprint", out.len() as u64 + 1, entries));
+        i = end;
+    }
+    (out, raw)
+}
+
+fn row(label: &str, n: u64, raw: usize, heap: usize, rss_grew: usize) {
+    println!(
+        "{:<10} {:>12} {:>12} {:>12.1} {:>12.1} {:>10.2}x {:>10.1} {:>8.2}x",
+        label,
+        raw,
+        heap,
+        raw as f64 / n as f64,
+        heap as f64 / n as f64,
+        heap as f64 / raw as f64,
+        rss_grew as f64 / n as f64,
+        rss_grew as f64 / raw as f64
+    );
+}
+
+/// A `KafkaStore` over a topic holding the offsets: its heap after a cold and after a warm open.
+#[cfg(feature = "kafka")]
+fn measure_kafka(shape: &str, n: u64) {
+    use connect_offsets::store::kafka::{KafkaStore, Start};
+    let bootstrap = std::env::var("KAFKA_BOOTSTRAP").unwrap();
+    let topic = format!("footprint-{shape}-{}", std::process::id());
+    let url = format!("kafka://{bootstrap}/{topic}?partitions=25&replication=1");
+    let (batches, raw) = batches(shape, n);
+    {
+        let store = KafkaStore::open(&url).unwrap();
+        for b in &batches {
+            store.apply(b).unwrap();
+        }
+    }
+    drop(batches);
+    let dir = std::env::temp_dir().join(format!("footprint-snapshot-{}", std::process::id()));
+    let warm = format!("{url}&snapshot.dir={}", dir.display());
+    drop(KafkaStore::open(&warm).unwrap());
+    for (how, url, start) in [("cold", &url, Start::Cold), ("warm", &warm, Start::Warm)] {
+        let before = LIVE.load(Ordering::Relaxed);
+        let rss_before = rss();
+        let store = KafkaStore::open(url).unwrap();
+        let heap = (LIVE.load(Ordering::Relaxed) - before) as usize;
+        let rss_grew = rss().saturating_sub(rss_before);
+        assert_eq!(store.loaded().start, start);
+        assert_eq!(store.partitions(namespace(shape)).unwrap().len() as u64, n);
+        row(&format!("kafka {shape} {how}"), n, raw, heap, rss_grew);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    delete_topic(&bootstrap, &topic);
+}
+
+/// Deletes the topic (best effort): a million offsets are not left on a shared broker.
+#[cfg(feature = "kafka")]
+fn delete_topic(bootstrap: &str, topic: &str) {
+    use rdkafka::admin::{AdminClient, AdminOptions};
+    use rdkafka::client::DefaultClientContext;
+    use std::task::{Context, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let Ok(admin) = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create::<AdminClient<DefaultClientContext>>()
+    else {
+        return;
+    };
+    let opts = AdminOptions::new();
+    let mut fut = std::pin::pin!(admin.delete_topics(&[topic], &opts));
+    let waker = Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while fut
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending()
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::park_timeout(std::time::Duration::from_millis(50));
+    }
+}
+
+#[cfg(not(feature = "kafka"))]
+fn measure_kafka(_: &str, _: u64) {}
+
 fn measure(shape: &str, n: u64) {
+    if std::env::var("FOOTPRINT_STORE").as_deref() == Ok("kafka") {
+        return measure_kafka(shape, n);
+    }
     {
         let store = MemoryStore::new();
         let mut raw = 0usize;

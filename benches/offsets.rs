@@ -388,8 +388,46 @@ fn recovery_kafka(c: &mut Criterion) {
     g.finish();
 }
 
+/// Kafka: opening a `KafkaStore` over a topic of `n` offsets cold (reading the whole topic) and warm
+/// (from its `snapshot.dir` snapshot, nothing written since). The drop, which writes the snapshot,
+/// is not timed. With `KAFKA_BOOTSTRAP` and feature `kafka`.
+#[cfg(feature = "kafka")]
+fn kafka_load(c: &mut Criterion) {
+    let Ok(bootstrap) = std::env::var("KAFKA_BOOTSTRAP") else {
+        return;
+    };
+    let mut g = c.benchmark_group("kafka_load");
+    g.sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .measurement_time(Duration::from_secs(10));
+    let dir = tempfile::tempdir().expect("snapshot dir");
+    for n in [10_000usize, 100_000] {
+        g.throughput(Throughput::Elements(n as u64));
+        let url = format!(
+            "kafka://{bootstrap}/bench-kafka-load-{}-{n}?partitions=25&replication=1",
+            std::process::id()
+        );
+        fill_store(&*connect_offsets::open(&url).expect("kafka"), n);
+        let warm = format!("{url}&snapshot.dir={}", dir.path().display());
+        for (how, url) in [("cold", &url), ("warm", &warm)] {
+            drop(connect_offsets::open(url).expect("kafka"));
+            g.bench_with_input(BenchmarkId::new(how, n), &n, |b, _| {
+                b.iter_with_large_drop(|| {
+                    let s = connect_offsets::open(url).expect("kafka");
+                    assert_eq!(s.applied_seq("fill").unwrap(), n.div_ceil(10_000) as u64);
+                    s
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
 #[cfg(not(feature = "kafka"))]
 fn recovery_kafka(_: &mut Criterion) {}
+
+#[cfg(not(feature = "kafka"))]
+fn kafka_load(_: &mut Criterion) {}
 
 fn growth(c: &mut Criterion) {
     let mut g = c.benchmark_group("growth");
@@ -457,6 +495,7 @@ criterion_group!(
     flush_latency,
     recovery,
     recovery_kafka,
+    kafka_load,
     growth,
     floor
 );

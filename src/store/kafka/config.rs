@@ -102,6 +102,7 @@ pub struct KafkaStoreBuilder {
     pub(super) transactional_id_prefix: Option<String>,
     pub(super) claim: Option<String>,
     pub(super) write_mode: WriteMode,
+    pub(super) snapshot_dir: Option<PathBuf>,
     pub(super) properties: Vec<(String, String)>,
     pub(super) fault: Option<Arc<dyn ApplyFault>>,
 }
@@ -119,6 +120,7 @@ impl fmt::Debug for KafkaStoreBuilder {
             .field("transactional_id_prefix", &self.transactional_id_prefix)
             .field("claim", &self.claim)
             .field("write_mode", &self.write_mode)
+            .field("snapshot_dir", &self.snapshot_dir)
             .field("properties", &Masked(&self.properties))
             .finish()
     }
@@ -152,6 +154,7 @@ impl KafkaStoreBuilder {
             transactional_id_prefix: None,
             claim: None,
             write_mode: WriteMode::default(),
+            snapshot_dir: None,
             properties: Vec::new(),
             fault: None,
         }
@@ -164,7 +167,9 @@ impl KafkaStoreBuilder {
     /// (`true` refuses to open a topic holding undecodable records); `dead.letter.file` (where
     /// undecodable records are copied); `transactional.id.prefix`; `writer` (a writer to claim at open,
     /// see [`claim_writer`](Self::claim_writer)); `write.mode` (`transaction`, the default, or
-    /// `idempotent`, see [`WriteMode`]). Any other parameter is a librdkafka property.
+    /// `idempotent`, see [`WriteMode`]); `snapshot.dir` (a local directory for the warm start
+    /// snapshot, see [`snapshot_dir`](Self::snapshot_dir); none by default). Any other parameter
+    /// is a librdkafka property.
     pub fn from_url(url: &StoreUrl) -> Result<Self> {
         if url.scheme != "kafka" {
             return Err(url.error("not a kafka:// URL"));
@@ -208,6 +213,14 @@ impl KafkaStoreBuilder {
                             )));
                         }
                     }
+                }
+                "snapshot.dir" => {
+                    if v.trim().is_empty() {
+                        return Err(url.error(
+                            "parameter `snapshot.dir` must name a directory, e.g. snapshot.dir=/var/lib/connect-offsets",
+                        ));
+                    }
+                    b.snapshot_dir = Some(PathBuf::from(v))
                 }
                 _ => b.properties.push((k.clone(), v.clone())),
             }
@@ -271,6 +284,15 @@ impl KafkaStoreBuilder {
         self
     }
 
+    /// Keeps a snapshot of the loaded topic in directory `dir` (created if missing), so the next open
+    /// reads only what was written since (a warm start). The snapshot is written when the store is
+    /// dropped; a snapshot that may not match the topic any more is ignored with a warning and the
+    /// topic is read whole (see the [store documentation](super)).
+    pub fn snapshot_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.snapshot_dir = Some(dir.into());
+        self
+    }
+
     /// Sets a librdkafka property (security settings included) on every client of the store.
     pub fn property(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.properties.push((name.into(), value.into()));
@@ -330,6 +352,11 @@ impl KafkaStoreBuilder {
             }
             properties.push((k.clone(), v.clone()));
         }
+        if let Some(dir) = &self.snapshot_dir
+            && dir.as_os_str().is_empty()
+        {
+            return Err(bad("`snapshot.dir` must name a directory".into()));
+        }
         let secrets = Secrets(
             properties
                 .iter()
@@ -355,6 +382,7 @@ impl KafkaStoreBuilder {
             timeout: self.timeout,
             strict: self.strict,
             dead_letter: self.dead_letter.clone(),
+            snapshot_dir: self.snapshot_dir.clone(),
             transactional_id_prefix: prefix,
             write_mode: self.write_mode,
             properties,
@@ -415,6 +443,7 @@ pub(crate) struct Settings {
     pub timeout: Duration,
     pub strict: bool,
     pub dead_letter: Option<PathBuf>,
+    pub snapshot_dir: Option<PathBuf>,
     pub transactional_id_prefix: String,
     pub write_mode: WriteMode,
     pub properties: Vec<(String, String)>,
@@ -430,6 +459,7 @@ impl fmt::Debug for Settings {
             .field("timeout", &self.timeout)
             .field("strict", &self.strict)
             .field("dead_letter", &self.dead_letter)
+            .field("snapshot_dir", &self.snapshot_dir)
             .field("transactional_id_prefix", &self.transactional_id_prefix)
             .field("write_mode", &self.write_mode)
             .field("properties", &Masked(&self.properties))
@@ -494,6 +524,11 @@ impl Settings {
             // The reader only fetches during a catch-up (it is paused in between), and a catch-up
             // waits for the last transaction markers: a long broker-side wait only adds latency.
             c.set("fetch.wait.max.ms", "20");
+        }
+        if !self.has("fetch.queue.backoff.ms") {
+            // With assign(), the default 1000 ms pauses every partition for a second once
+            // `queued.min.messages` are buffered: a cold read of 1M records took 2.7 s, not 0.7 s.
+            c.set("fetch.queue.backoff.ms", "10");
         }
         c
     }
@@ -607,6 +642,37 @@ mod tests {
             own.idempotent_producer_config().get("linger.ms"),
             Some("20")
         );
+    }
+
+    #[test]
+    fn the_reader_does_not_back_off_a_second_per_full_queue() {
+        let get = |url: &str| {
+            builder(url)
+                .unwrap()
+                .settings()
+                .unwrap()
+                .consumer_config()
+                .get("fetch.queue.backoff.ms")
+                .map(str::to_owned)
+        };
+        assert_eq!(get("kafka://h:1/t").as_deref(), Some("10"));
+        assert_eq!(
+            get("kafka://h:1/t?fetch.queue.backoff.ms=500").as_deref(),
+            Some("500"),
+            "the user's value wins"
+        );
+    }
+
+    #[test]
+    fn snapshot_dir_is_ours_and_must_name_a_directory() {
+        let b = builder("kafka://h:1/t?snapshot.dir=/tmp/snaps").unwrap();
+        let s = b.settings().unwrap();
+        assert_eq!(s.snapshot_dir, Some(PathBuf::from("/tmp/snaps")));
+        assert!(s.properties.is_empty(), "not passed to librdkafka");
+        let e = builder("kafka://h:1/t?snapshot.dir=")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("snapshot.dir"), "{e}");
     }
 
     #[test]

@@ -91,6 +91,25 @@
 //! come with every read. With no file configured it is only counted and logged as a warning. With
 //! `strict=true` the store refuses to open (or refresh) instead, naming the partition and offset.
 //!
+//! ## Warm start: `snapshot.dir`
+//! With `snapshot.dir=/path` (URL) or [`KafkaStoreBuilder::snapshot_dir`], the store keeps a
+//! snapshot of what it loaded in `/path/<topic>.snapshot` (the directory is made if missing). It is
+//! written when the store is dropped, after a last catch-up that reads the store's own commits
+//! back as far as the brokers show them already (atomically: a temporary file, fsync, rename, directory fsync): a pass over the whole
+//! state belongs at close, not on the commit path. A process that dies without dropping the
+//! store keeps the snapshot of its previous close. It holds the
+//! state, the cluster id, the topic's name, topic id and partition count, each partition's log
+//! start offset and next offset to read, and when the reader last caught up, under one CRC-32.
+//! The next open loads it and reads only what was written since ([`LoadReport::start`] is
+//! [`Start::Warm`]). It reads the whole topic instead, with one warning saying why
+//! ([`Start::Fallback`]), when the file is corrupt (checksum, length, magic, version), is of
+//! another cluster or topic, the topic was re-created (another topic id) or has another number of
+//! partitions, the snapshot is older than the topic's `delete.retention.ms` (compaction may have
+//! removed tombstones it never saw), a partition now ends below where the snapshot stopped, or
+//! its log start offset moved past what the snapshot saw (deleted records), or when the cluster
+//! or topic id cannot be had. Records that did not decode were counted at the read that met
+//! them; a warm start does not meet them again.
+//!
 //! ## Bounded waits
 //! `timeout.ms` (default 30 s) bounds reaching the brokers and checking the topic at open, each
 //! transaction step, and a read-to-end that makes no progress. Unreachable brokers give
@@ -98,6 +117,8 @@
 //! with an authentication error.
 
 use std::fmt;
+
+use rdkafka::consumer::Consumer as _;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
@@ -107,14 +128,18 @@ mod dead_letters;
 mod idempotent;
 mod load;
 mod record;
+mod snapshot;
 mod state;
 mod topic;
+#[allow(unsafe_code)]
+mod topic_id;
 mod write;
 
 pub use config::{
     DEFAULT_PARTITIONS, DEFAULT_REPLICATION, DEFAULT_TIMEOUT, KafkaStoreBuilder, WriteMode,
 };
 pub use record::{MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key};
+pub use snapshot::Fallback;
 
 use super::url::StoreUrl;
 use super::{ApplyFault, OffsetStore};
@@ -125,6 +150,7 @@ use config::Settings;
 use dead_letters::DeadLetters;
 use idempotent::IdemProducer;
 use load::Reader;
+use snapshot::{Identity, Snapshot};
 use state::State;
 use write::{Failure, Producer, Slot, TxnProducer, Writers};
 
@@ -137,6 +163,32 @@ pub struct LoadReport {
     pub offsets: usize,
     /// How long it took.
     pub elapsed: Duration,
+    /// Where the read started.
+    pub start: Start,
+}
+
+/// Where a load started: from the beginning of the topic or from a snapshot (`snapshot.dir`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Start {
+    /// The whole topic was read: no `snapshot.dir`, or no snapshot in it yet.
+    Cold,
+    /// The snapshot was loaded and only what was written since was read.
+    Warm,
+    /// A snapshot was there but could not be trusted (why is in the log too): the whole topic
+    /// was read.
+    Fallback(Fallback),
+    /// A [`refresh`](KafkaStore::refresh): what was written since the last read.
+    Refresh,
+}
+
+/// Where the store keeps its snapshot and what it stamps it with.
+struct SnapshotPlace {
+    path: std::path::PathBuf,
+    /// `None` when the cluster or topic id could not be had: no snapshot is written then.
+    identity: Option<Identity>,
+    /// The log start offset of each partition when its records were first read.
+    start: Vec<i64>,
 }
 
 /// Offsets in a Kafka Connect offsets topic (see the [module documentation](self)).
@@ -150,6 +202,7 @@ pub struct KafkaStore {
     dead: DeadLetters,
     fault: Option<Arc<dyn ApplyFault>>,
     loaded: LoadReport,
+    snapshot: Option<SnapshotPlace>,
 }
 
 impl fmt::Debug for KafkaStore {
@@ -195,8 +248,12 @@ impl KafkaStore {
 
     pub(crate) fn open_with(builder: KafkaStoreBuilder) -> Result<Self> {
         let settings = builder.settings()?;
+        if let Some(dir) = &settings.snapshot_dir {
+            snapshot::prepare_dir(dir)?;
+        }
         let mut reader = Reader::new(&settings)?;
-        let partitions = topic::ensure_topic(&settings, reader.consumer())?;
+        let info = topic::ensure_topic(&settings, reader.consumer())?;
+        let partitions = info.partitions;
         let writers = Writers::new(&settings);
         if let Some(writer) = &builder.claim {
             let (slot, id) = writers.slot_of(&settings, writer);
@@ -204,13 +261,17 @@ impl KafkaStore {
         }
         reader.assign(partitions);
         let dead = DeadLetters::new(&settings);
-        let mut state = State::default();
         let t0 = Instant::now();
+        let (mut state, start, place) = match &settings.snapshot_dir {
+            None => (State::default(), Start::Cold, None),
+            Some(dir) => Self::warm_start(&settings, &mut reader, dir, &info)?,
+        };
         let records = reader.catch_up(&mut state, &dead, &settings)?;
         let loaded = LoadReport {
             records,
             offsets: state.len(),
             elapsed: t0.elapsed(),
+            start,
         };
         tracing::info!(
             topic = %settings.topic,
@@ -219,6 +280,7 @@ impl KafkaStore {
             offsets = loaded.offsets,
             dead_letters = dead.count(),
             elapsed = ?loaded.elapsed,
+            start = ?loaded.start,
             "loaded the offsets topic"
         );
         Ok(KafkaStore {
@@ -230,7 +292,124 @@ impl KafkaStore {
             dead,
             fault: builder.fault,
             loaded,
+            snapshot: place,
         })
+    }
+
+    /// The state and reader positions to start from: the snapshot in `dir` when it checks out
+    /// against the topic as it is now, else an empty state from the beginning (saying why).
+    fn warm_start(
+        settings: &Settings,
+        reader: &mut Reader,
+        dir: &std::path::Path,
+        info: &topic::TopicInfo,
+    ) -> Result<(State, Start, Option<SnapshotPlace>)> {
+        let path = snapshot::path(dir, &settings.topic);
+        let client = reader.consumer().client();
+        let identity = match (
+            client.fetch_cluster_id(settings.timeout),
+            topic_id::topic_id(client, &settings.topic, settings.timeout),
+        ) {
+            (Some(cluster_id), Ok(topic_id)) => Some(Identity {
+                cluster_id,
+                topic: settings.topic.clone(),
+                topic_id,
+                partitions: info.partitions,
+            }),
+            (cluster, id) => {
+                tracing::warn!(
+                    topic = %settings.topic,
+                    cluster_id = ?cluster,
+                    topic_id = ?id.err(),
+                    "cannot identify the topic: no warm start, and no snapshot is kept"
+                );
+                None
+            }
+        };
+        let start_now = reader.start_offsets(settings)?;
+        let cold = |why: Option<(Fallback, String)>| {
+            if let Some((reason, detail)) = &why {
+                tracing::warn!(
+                    topic = %settings.topic,
+                    snapshot = %path.display(),
+                    ?reason,
+                    "{detail}; reading the whole topic instead"
+                );
+            }
+            let start = match why {
+                Some((reason, _)) => Start::Fallback(reason),
+                None => Start::Cold,
+            };
+            let place = SnapshotPlace {
+                path: path.clone(),
+                identity: identity.clone(),
+                start: start_now.clone(),
+            };
+            Ok((State::default(), start, Some(place)))
+        };
+        let Some(bytes) = snapshot::read(&path)? else {
+            tracing::info!(topic = %settings.topic, snapshot = %path.display(), "no snapshot yet: reading the whole topic");
+            return cold(None);
+        };
+        let snap: Snapshot = match snapshot::decode(&bytes) {
+            Ok(s) => s,
+            Err(e) => {
+                return cold(Some((
+                    Fallback::Corrupt,
+                    format!("the snapshot is corrupt: {e}"),
+                )));
+            }
+        };
+        let end_now = reader.end_offsets(settings)?;
+        let now = snapshot::Now {
+            identity: identity.as_ref(),
+            delete_retention_ms: info.delete_retention_ms,
+            now_ms: load::now_ms(),
+            start: &start_now,
+            end: &end_now,
+        };
+        if let Err(why) = snapshot::check(&snap, &now) {
+            return cold(Some(why));
+        }
+        reader.resume(&snap.next, snap.read_at_ms);
+        let place = SnapshotPlace {
+            path,
+            identity,
+            start: snap.start,
+        };
+        Ok((snap.state, Start::Warm, Some(place)))
+    }
+
+    /// Catches up, then writes the snapshot. At drop: it costs a pass over the whole state, never
+    /// on a hot path. The catch-up reads our own commits back, so the snapshot's positions are past
+    /// them and the next open reads only what others wrote after this one closed.
+    fn write_snapshot(&self) {
+        let Some(place) = &self.snapshot else { return };
+        let Some(identity) = &place.identity else {
+            return;
+        };
+        if let Err(e) = self.refresh() {
+            // Still right: our unread commits are in the state and are read back at the next open.
+            tracing::warn!(topic = %self.settings.topic, error = %e, "cannot catch up before writing the snapshot; it keeps the positions read so far");
+        }
+        let (Ok(reader), Ok(state)) = (self.reader.lock(), self.state.read()) else {
+            return;
+        };
+        let bytes = snapshot::encode(
+            identity,
+            reader.read_at_ms(),
+            &place.start,
+            reader.positions(),
+            &state,
+        );
+        match snapshot::write(&place.path, &bytes) {
+            Ok(()) => {
+                tracing::debug!(snapshot = %place.path.display(), bytes = bytes.len(), "snapshot written")
+            }
+            Err(e) => {
+                tracing::warn!(snapshot = %place.path.display(), error = %e, "cannot write the snapshot; the next open reads the whole topic")
+            }
+        }
     }
 
     /// The same store with a fault seam inside `apply` (tests).
@@ -280,6 +459,7 @@ impl KafkaStore {
             records,
             offsets: state.len(),
             elapsed: t0.elapsed(),
+            start: Start::Refresh,
         })
     }
 
@@ -392,6 +572,12 @@ impl KafkaStore {
         let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
         write::apply_to_state(&mut state, batch, recs);
         Ok(())
+    }
+}
+
+impl Drop for KafkaStore {
+    fn drop(&mut self) {
+        self.write_snapshot();
     }
 }
 

@@ -29,12 +29,11 @@
 //! timestamp they were produced with and [`Stamp::UNREAD`] as their offset, until the reader reads
 //! them back with their real one.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use crate::Offset;
 use crate::codec::json;
-use crate::model::{KeyMap, OffsetKey};
+use crate::model::OffsetKey;
 
 /// Where a record sits and when it was written: its record timestamp (milliseconds, `-1` when the
 /// record has none), its topic partition and its offset there. Ordered by timestamp, then topic
@@ -53,66 +52,239 @@ impl Stamp {
     pub(crate) const UNREAD: i64 = i64::MAX;
 }
 
-/// One record form of a structural key: its decoded key, its exact key bytes when they differ from
-/// what the encoder makes of the decoded key (another producer's spelling), its offset, and where
-/// and when the record that holds it was written. A form is one key in one topic partition (what
-/// compaction keeps one record of).
-struct Form {
-    key: OffsetKey,
-    raw: Option<Box<[u8]>>,
-    offset: Offset,
+/// One record form of a structural key, as [`Entry`] holds it: where and when the record was
+/// written, its exact key bytes (`None`: the canonical spelling, `["<namespace>",<canonical>]`,
+/// not stored again) and its offset's JSON as the record holds it.
+#[derive(Clone, Copy)]
+struct Form<'a> {
     stamp: Stamp,
+    raw: Option<&'a [u8]>,
+    value: &'a [u8],
 }
 
-impl Form {
-    fn new(raw: &[u8], key: OffsetKey, offset: Offset, stamp: Stamp) -> Form {
-        // Re-encode into a reused buffer: a load makes one Form per record.
-        thread_local! {
-            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+/// Every live form of one structural key in one allocation, the current (newest) form first;
+/// decoded only on lookup (a load makes one entry per key: decoded keys and values took several
+/// allocations each, and a map of them several times their bytes):
+///
+/// ```text
+/// u32 LE  canonical partition length
+/// ...     canonical partition JSON (a key's structural identity without the namespace)
+/// per form, the current one first (v = LEB128 varint, z = zigzag varint):
+///   z record timestamp, z topic partition, z offset in it
+///   v record key length + 1, or 0 for the canonical spelling (not stored again)
+///   ...    record key bytes
+///   v offset JSON length
+///   ...    offset JSON
+/// ```
+///
+/// Hashed and compared by the canonical partition alone, so a set of entries is looked up by the
+/// bytes an [`OffsetKey`] already carries. Varints: fixed-width stamps and lengths were 28 bytes a
+/// form, a quarter of a small offset's entry.
+pub(crate) struct Entry(Box<[u8]>);
+
+fn put_varint(mut n: u64, out: &mut Vec<u8>) {
+    while n >= 0x80 {
+        out.push(n as u8 | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn zigzag(n: i64) -> u64 {
+    ((n << 1) ^ (n >> 63)) as u64
+}
+
+fn varint(b: &[u8], at: &mut usize) -> Option<u64> {
+    let mut n = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*at)?;
+        *at += 1;
+        n |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some(n);
         }
-        let same = SCRATCH.with_borrow_mut(|buf| {
-            buf.clear();
-            json::encode_key(&key, buf);
-            buf.as_slice() == raw
-        });
-        let raw = (!same).then(|| raw.into());
-        Form {
-            key,
-            raw,
-            offset,
-            stamp,
+    }
+    None
+}
+
+fn signed(b: &[u8], at: &mut usize) -> Option<i64> {
+    let z = varint(b, at)?;
+    Some((z >> 1) as i64 ^ -((z & 1) as i64))
+}
+
+fn slice<'a>(b: &'a [u8], at: &mut usize, n: u64) -> Option<&'a [u8]> {
+    let end = at.checked_add(usize::try_from(n).ok()?)?;
+    let s = b.get(*at..end)?;
+    *at = end;
+    Some(s)
+}
+
+/// The form at `*at` of an entry's bytes `b`; `None` when the bytes do not hold one.
+fn parse_form<'a>(b: &'a [u8], at: &mut usize) -> Option<Form<'a>> {
+    let stamp = Stamp {
+        timestamp: signed(b, at)?,
+        partition: i32::try_from(signed(b, at)?).ok()?,
+        offset: signed(b, at)?,
+    };
+    let raw = match varint(b, at)? {
+        0 => None,
+        n => Some(slice(b, at, n - 1)?),
+    };
+    let n = varint(b, at)?;
+    let value = slice(b, at, n)?;
+    Some(Form { stamp, raw, value })
+}
+
+impl Entry {
+    fn build(canonical: &[u8], current: &Form<'_>, shadowed: &[Form<'_>]) -> Entry {
+        let forms = std::iter::once(current).chain(shadowed);
+        let size = 4
+            + canonical.len()
+            + forms
+                .clone()
+                .map(|f| 40 + f.raw.map_or(0, <[u8]>::len) + f.value.len())
+                .sum::<usize>();
+        let mut b = Vec::with_capacity(size);
+        b.extend_from_slice(&(canonical.len() as u32).to_le_bytes());
+        b.extend_from_slice(canonical);
+        for f in forms {
+            put_varint(zigzag(f.stamp.timestamp), &mut b);
+            put_varint(zigzag(i64::from(f.stamp.partition)), &mut b);
+            put_varint(zigzag(f.stamp.offset), &mut b);
+            match f.raw {
+                None => b.push(0),
+                Some(raw) => {
+                    put_varint(raw.len() as u64 + 1, &mut b);
+                    b.extend_from_slice(raw);
+                }
+            }
+            put_varint(f.value.len() as u64, &mut b);
+            b.extend_from_slice(f.value);
+        }
+        Entry(b.into_boxed_slice())
+    }
+
+    /// An entry from its bytes (as [`bytes`](Entry::bytes) gave them), or `None` when they are not
+    /// one: every form is parsed here, so no later access can fail.
+    pub(crate) fn from_bytes(bytes: Box<[u8]>) -> Option<Entry> {
+        let len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?);
+        let mut at = 4;
+        slice(&bytes, &mut at, u64::from(len))?;
+        let mut forms = 0;
+        while at < bytes.len() {
+            parse_form(&bytes, &mut at)?;
+            forms += 1;
+        }
+        (forms > 0).then_some(Entry(bytes))
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    fn canonical(&self) -> &[u8] {
+        let len = u32::from_le_bytes(self.0[..4].try_into().expect("4 bytes")) as usize;
+        &self.0[4..4 + len]
+    }
+
+    /// The forms, the current one first.
+    fn forms(&self) -> impl Iterator<Item = Form<'_>> {
+        let b = &self.0[..];
+        let mut at = 4 + self.canonical().len();
+        // Every entry was built by `build` or checked by `from_bytes`.
+        std::iter::from_fn(move || (at < b.len()).then(|| parse_form(b, &mut at).expect("a form")))
+    }
+
+    fn current(&self) -> Form<'_> {
+        self.forms().next().expect("an entry has a form")
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for Entry {
+    fn borrow(&self) -> &[u8] {
+        self.canonical()
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.canonical() == other.canonical()
+    }
+}
+impl Eq for Entry {}
+impl std::hash::Hash for Entry {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.canonical().hash(state)
+    }
+}
+
+/// One namespace: its keys, and its name as a JSON string (what a canonical spelling starts with).
+pub(crate) struct Namespace {
+    json: Vec<u8>,
+    keys: Keys,
+}
+
+impl Namespace {
+    fn new(name: &str) -> Namespace {
+        let mut json = Vec::with_capacity(name.len() + 2);
+        json::encode_str(name, &mut json);
+        Namespace {
+            json,
+            keys: Keys::default(),
         }
     }
 
-    fn raw(&self) -> Cow<'_, [u8]> {
-        match &self.raw {
-            Some(r) => Cow::Borrowed(r),
-            None => Cow::Owned(self.key.connect_key()),
+    /// Whether `raw` is the canonical spelling of a key whose canonical partition is `canonical`.
+    fn is_canonical(&self, raw: &[u8], canonical: &[u8]) -> bool {
+        let n = self.json.len();
+        raw.len() == n + canonical.len() + 3
+            && raw[0] == b'['
+            && raw[1..1 + n] == self.json[..]
+            && raw[1 + n] == b','
+            && raw[2 + n..raw.len() - 1] == *canonical
+            && raw[raw.len() - 1] == b']'
+    }
+
+    /// The record key bytes of `form` of the key `canonical`.
+    fn raw<'a>(&self, form: &Form<'a>, canonical: &[u8]) -> std::borrow::Cow<'a, [u8]> {
+        match form.raw {
+            Some(r) => std::borrow::Cow::Borrowed(r),
+            None => {
+                let mut v = Vec::with_capacity(self.json.len() + canonical.len() + 3);
+                v.push(b'[');
+                v.extend_from_slice(&self.json);
+                v.push(b',');
+                v.extend_from_slice(canonical);
+                v.push(b']');
+                std::borrow::Cow::Owned(v)
+            }
         }
     }
 
-    /// The record key `raw` in topic partition `partition`.
-    fn is(&self, raw: &[u8], partition: i32) -> bool {
-        self.stamp.partition == partition && *self.raw() == *raw
+    /// Whether `form` of the key `canonical` is the record key `raw` in topic partition `partition`.
+    fn is(&self, form: &Form<'_>, canonical: &[u8], raw: &[u8], partition: i32) -> bool {
+        form.stamp.partition == partition
+            && match form.raw {
+                Some(r) => r == raw,
+                None => self.is_canonical(raw, canonical),
+            }
+    }
+
+    /// The key as `form`'s record decodes (its member order). Every form's key decoded once
+    /// already, when it was stored.
+    fn key(&self, form: &Form<'_>, canonical: &[u8]) -> Option<OffsetKey> {
+        json::decode_key(&self.raw(form, canonical)).ok()
     }
 }
 
-/// Every live form of one structural key; `current`, the newest by [`Stamp`], is what lookups
-/// return.
-struct Stored {
-    current: Form,
-    shadowed: Vec<Form>,
-}
-
-impl Stored {
-    /// Makes the newest form current again.
-    fn settle(&mut self) {
-        let newest = (0..self.shadowed.len()).max_by_key(|i| self.shadowed[*i].stamp);
-        if let Some(i) = newest
-            && self.shadowed[i].stamp > self.current.stamp
-        {
-            std::mem::swap(&mut self.current, &mut self.shadowed[i]);
-        }
+/// Makes the newest form current: of the shadowed ones, the greatest [`Stamp`] (the last of equal
+/// ones) replaces the current one when it is greater.
+fn settle<'a>(current: &mut Form<'a>, shadowed: &mut [Form<'a>]) {
+    let newest = (0..shadowed.len()).max_by_key(|i| shadowed[*i].stamp);
+    if let Some(i) = newest
+        && shadowed[i].stamp > current.stamp
+    {
+        std::mem::swap(current, &mut shadowed[i]);
     }
 }
 
@@ -124,10 +296,19 @@ pub(crate) struct LiveForm {
     pub key: OffsetKey,
 }
 
+/// One namespace's keys, hashed with foldhash: seeded per process like SipHash, but SipHash took
+/// 14% of a cold load.
+pub(crate) type Keys = std::collections::HashSet<Entry, foldhash::fast::RandomState>;
+
+/// The canonical partition bytes of `key`: its structural identity without the namespace.
+fn canonical(key: &OffsetKey) -> &[u8] {
+    &key.id()[4 + key.namespace().len()..]
+}
+
 /// The topic's content as far as it was read (and as our own commits changed it).
 #[derive(Default)]
 pub(crate) struct State {
-    namespaces: BTreeMap<String, KeyMap<Stored>>,
+    namespaces: BTreeMap<String, Namespace>,
     seqs: HashMap<String, u64>,
 }
 
@@ -136,38 +317,54 @@ impl State {
     /// of a form already live replaces it (records of one topic partition are read in their order);
     /// the newest form is what lookups return, whatever order the partitions were read in.
     pub(crate) fn put(&mut self, raw: &[u8], key: OffsetKey, offset: Offset, stamp: Stamp) {
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        SCRATCH.with_borrow_mut(|value| {
+            value.clear();
+            json::encode_value(&offset, value);
+            self.put_raw(raw, &key, value, stamp)
+        })
+    }
+
+    /// [`put`](State::put) of a record whose offset JSON is `value` (a record as read: it is kept
+    /// as it is, and decoded only on lookup).
+    pub(crate) fn put_raw(&mut self, raw: &[u8], key: &OffsetKey, value: &[u8], stamp: Stamp) {
         let ns = match self.namespaces.get_mut(key.namespace()) {
             Some(ns) => ns,
             None => self
                 .namespaces
                 .entry(key.namespace().to_owned())
-                .or_default(),
+                .or_insert_with(|| Namespace::new(key.namespace())),
+        };
+        let canonical = canonical(key);
+        let new = Form {
+            stamp,
+            raw: (!ns.is_canonical(raw, canonical)).then_some(raw),
+            value,
         };
         let partition = stamp.partition;
-        match ns.get_mut(&key) {
-            None => {
-                let form = Form::new(raw, key.clone(), offset, stamp);
-                ns.insert(
-                    key,
-                    Stored {
-                        current: form,
-                        shadowed: Vec::new(),
-                    },
-                );
-            }
-            Some(stored) => {
-                if stored.current.is(raw, partition) {
-                    stored.current.offset = offset;
-                    stored.current.stamp = stamp;
-                } else if let Some(f) = stored.shadowed.iter_mut().find(|f| f.is(raw, partition)) {
-                    f.offset = offset;
-                    f.stamp = stamp;
+        let entry = match ns.keys.get(canonical) {
+            None => Entry::build(canonical, &new, &[]),
+            Some(old) => {
+                let mut forms = old.forms();
+                let mut current = forms.next().expect("an entry has a form");
+                let mut shadowed: Vec<Form<'_>> = forms.collect();
+                if ns.is(&current, canonical, raw, partition) {
+                    current = new;
+                } else if let Some(f) = shadowed
+                    .iter_mut()
+                    .find(|f| ns.is(f, canonical, raw, partition))
+                {
+                    *f = new;
                 } else {
-                    stored.shadowed.push(Form::new(raw, key, offset, stamp));
+                    shadowed.push(new);
                 }
-                stored.settle();
+                settle(&mut current, &mut shadowed);
+                Entry::build(canonical, &current, &shadowed)
             }
-        }
+        };
+        ns.keys.replace(entry);
     }
 
     /// A tombstone for the record key `raw` (of structural key `key`) in topic partition
@@ -176,24 +373,40 @@ impl State {
         let Some(ns) = self.namespaces.get_mut(key.namespace()) else {
             return;
         };
-        let Some(stored) = ns.get_mut(key) else {
+        let canonical = canonical(key);
+        let Some(old) = ns.keys.get(canonical) else {
             return;
         };
-        if stored.current.is(raw, partition) {
-            match stored.shadowed.pop() {
+        let mut forms = old.forms();
+        let mut current = forms.next().expect("an entry has a form");
+        let mut shadowed: Vec<Form<'_>> = forms.collect();
+        let entry = if ns.is(&current, canonical, raw, partition) {
+            match shadowed.pop() {
                 Some(next) => {
-                    stored.current = next;
-                    stored.settle();
+                    current = next;
+                    settle(&mut current, &mut shadowed);
+                    Some(Entry::build(canonical, &current, &shadowed))
                 }
-                None => {
-                    ns.remove(key);
-                    if ns.is_empty() {
-                        self.namespaces.remove(key.namespace());
-                    }
-                }
+                None => None,
             }
         } else {
-            stored.shadowed.retain(|f| !f.is(raw, partition));
+            let before = shadowed.len();
+            shadowed.retain(|f| !ns.is(f, canonical, raw, partition));
+            if shadowed.len() == before {
+                return;
+            }
+            Some(Entry::build(canonical, &current, &shadowed))
+        };
+        match entry {
+            Some(e) => {
+                ns.keys.replace(e);
+            }
+            None => {
+                ns.keys.remove(canonical);
+                if ns.keys.is_empty() {
+                    self.namespaces.remove(key.namespace());
+                }
+            }
         }
     }
 
@@ -207,23 +420,28 @@ impl State {
         }
     }
 
+    fn entry(&self, key: &OffsetKey) -> Option<(&Namespace, &Entry)> {
+        let ns = self.namespaces.get(key.namespace())?;
+        Some((ns, ns.keys.get(canonical(key))?))
+    }
+
     /// Every live form of `key`, the current (newest) one first: what a write must overwrite and a
     /// reset tombstone.
     pub(crate) fn live_forms(&self, key: &OffsetKey) -> Vec<LiveForm> {
-        self.namespaces
-            .get(key.namespace())
-            .and_then(|ns| ns.get(key))
-            .map(|s| {
-                std::iter::once(&s.current)
-                    .chain(&s.shadowed)
-                    .map(|f| LiveForm {
-                        raw: f.raw().into_owned(),
-                        partition: f.stamp.partition,
-                        key: f.key.clone(),
-                    })
-                    .collect()
+        let Some((ns, entry)) = self.entry(key) else {
+            return Vec::new();
+        };
+        let canonical = entry.canonical();
+        entry
+            .forms()
+            .filter_map(|f| {
+                Some(LiveForm {
+                    raw: ns.raw(&f, canonical).into_owned(),
+                    partition: f.stamp.partition,
+                    key: ns.key(&f, canonical)?,
+                })
             })
-            .unwrap_or_default()
+            .collect()
     }
 
     pub(crate) fn applied_seq(&self, writer: &str) -> u64 {
@@ -237,10 +455,8 @@ impl State {
     }
 
     pub(crate) fn get(&self, key: &OffsetKey) -> Option<Offset> {
-        self.namespaces
-            .get(key.namespace())
-            .and_then(|ns| ns.get(key))
-            .map(|s| s.current.offset.clone())
+        let (_, entry) = self.entry(key)?;
+        json::decode_value(entry.current().value).ok().flatten()
     }
 
     pub(crate) fn partitions(&self, namespace: &str) -> Vec<(OffsetKey, Offset)> {
@@ -248,8 +464,13 @@ impl State {
             .namespaces
             .get(namespace)
             .map(|ns| {
-                ns.values()
-                    .map(|s| (s.current.key.clone(), s.current.offset.clone()))
+                ns.keys
+                    .iter()
+                    .filter_map(|e| {
+                        let current = e.current();
+                        let offset = json::decode_value(current.value).ok().flatten()?;
+                        Some((ns.key(&current, e.canonical())?, offset))
+                    })
                     .collect()
             })
             .unwrap_or_default();
@@ -261,9 +482,23 @@ impl State {
         self.namespaces.keys().cloned().collect()
     }
 
+    /// Every namespace and its keys, as a snapshot keeps them.
+    pub(crate) fn namespace_keys(&self) -> impl Iterator<Item = (&str, &Keys)> {
+        self.namespaces.iter().map(|(n, ns)| (n.as_str(), &ns.keys))
+    }
+
+    /// Adds a namespace's keys (a snapshot's, read back).
+    pub(crate) fn insert_namespace(&mut self, name: String, keys: Keys) {
+        if !keys.is_empty() {
+            let mut ns = Namespace::new(&name);
+            ns.keys = keys;
+            self.namespaces.insert(name, ns);
+        }
+    }
+
     /// Number of keys with an offset.
     pub(crate) fn len(&self) -> usize {
-        self.namespaces.values().map(|ns| ns.len()).sum()
+        self.namespaces.values().map(|ns| ns.keys.len()).sum()
     }
 }
 
@@ -404,6 +639,77 @@ mod tests {
                 "newest first"
             );
         }
+    }
+
+    /// A record key in the canonical spelling is not stored twice, another spelling is kept as
+    /// it is; both come back exactly, and an entry's bytes read back as the same entry.
+    #[test]
+    fn entries_keep_exact_record_keys_in_one_allocation() {
+        let ab = OffsetKey::new("c\"q", Partition::new().with("a", 1).with("b", 2));
+        let spaced = br#"[ "c\"q", {"a": 1, "b": 2} ]"#;
+        let mut s = State::default();
+        s.put(&ab.connect_key(), ab.clone(), pos(1), at(10, 0, 0));
+        let one = s
+            .namespace_keys()
+            .next()
+            .unwrap()
+            .1
+            .iter()
+            .next()
+            .unwrap()
+            .bytes()
+            .len();
+        s.put(spaced, ab.clone(), pos(2), at(5, 1, 0));
+        let two = s
+            .namespace_keys()
+            .next()
+            .unwrap()
+            .1
+            .iter()
+            .next()
+            .unwrap()
+            .bytes()
+            .len();
+        assert!(two > one + spaced.len(), "the other spelling is stored");
+        let raws: Vec<_> = s.live_forms(&ab).into_iter().map(|f| f.raw).collect();
+        assert_eq!(raws, vec![ab.connect_key(), spaced.to_vec()]);
+        let (name, keys) = s.namespace_keys().next().unwrap();
+        let bytes: Box<[u8]> = keys.iter().next().unwrap().bytes().into();
+        let mut back = State::default();
+        let mut set = Keys::default();
+        set.insert(Entry::from_bytes(bytes.clone()).expect("an entry"));
+        back.insert_namespace(name.to_owned(), set);
+        assert_eq!(back.get(&ab), Some(pos(1)));
+        assert_eq!(back.live_forms(&ab).len(), 2);
+        for cut in [3, 10, bytes.len() - 1] {
+            assert!(
+                Entry::from_bytes(bytes[..cut].into()).is_none(),
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn stamps_and_lengths_survive_their_varints() {
+        let stamps = [
+            at(-1, 0, Stamp::UNREAD),
+            at(i64::MIN, i32::MAX, 0),
+            at(1_764_000_000_000, -7, 127),
+        ];
+        let raw = vec![b'x'; 300];
+        let forms: Vec<Form<'_>> = stamps
+            .iter()
+            .map(|&stamp| Form {
+                stamp,
+                raw: Some(&raw),
+                value: b"{}",
+            })
+            .collect();
+        let e = Entry::build(b"{}", &forms[0], &forms[1..]);
+        let back: Vec<_> = e.forms().map(|f| (f.stamp, f.raw, f.value)).collect();
+        let want: Vec<_> = forms.iter().map(|f| (f.stamp, f.raw, f.value)).collect();
+        assert_eq!(back, want);
+        assert!(Entry::from_bytes(e.bytes().into()).is_some());
     }
 
     #[test]

@@ -19,8 +19,16 @@ enum Lookup {
     Partitions(i32),
 }
 
-/// Makes sure the offsets topic exists and is compacted; returns its number of partitions.
-pub(crate) fn ensure_topic(settings: &Settings, reader: &BaseConsumer<Ctx>) -> Result<i32> {
+/// What the store needs to know of an existing, compacted offsets topic.
+pub(crate) struct TopicInfo {
+    pub partitions: i32,
+    /// How long the topic keeps tombstones (`delete.retention.ms`), when the brokers said.
+    pub delete_retention_ms: Option<i64>,
+}
+
+/// Makes sure the offsets topic exists and is compacted; returns its partitions and tombstone
+/// retention.
+pub(crate) fn ensure_topic(settings: &Settings, reader: &BaseConsumer<Ctx>) -> Result<TopicInfo> {
     let deadline = Instant::now() + settings.timeout;
     let admin = Admin(Some(admin(settings)?));
     let partitions = match lookup(settings, reader, deadline)? {
@@ -36,8 +44,11 @@ pub(crate) fn ensure_topic(settings: &Settings, reader: &BaseConsumer<Ctx>) -> R
             }
         }
     };
-    check_policy(settings, admin.get(), deadline)?;
-    Ok(partitions)
+    let delete_retention_ms = check_policy(settings, admin.get(), deadline)?;
+    Ok(TopicInfo {
+        partitions,
+        delete_retention_ms,
+    })
 }
 
 /// The admin client, dropped on a helper thread: its polling thread notices the stop only every
@@ -205,10 +216,14 @@ pub(crate) fn policy_refusal(topic: &str, found: &str) -> String {
 }
 
 /// Reads the topic's `cleanup.policy` and refuses anything but exactly `{compact}` (Connect splits
-/// on commas, trims, lowercases and compares the set).
-fn check_policy(settings: &Settings, admin: &AdminClient<Ctx>, deadline: Instant) -> Result<()> {
+/// on commas, trims, lowercases and compares the set). Returns the topic's `delete.retention.ms`.
+fn check_policy(
+    settings: &Settings,
+    admin: &AdminClient<Ctx>,
+    deadline: Instant,
+) -> Result<Option<i64>> {
     let what = format!("describe the configuration of topic `{}`", settings.topic);
-    let found = loop {
+    let (found, delete_retention_ms) = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let results = block_on(
             admin.describe_configs(
@@ -228,7 +243,11 @@ fn check_policy(settings: &Settings, admin: &AdminClient<Ctx>, deadline: Instant
         // has not caught up with a topic just created answers with no entries at all and no error
         // (Kafka 4.4, seen on a 3-broker cluster): ask again until one knows it.
         if let Some(policy) = resource.get("cleanup.policy").and_then(|e| e.value.clone()) {
-            break policy;
+            let retention = resource
+                .get("delete.retention.ms")
+                .and_then(|e| e.value.as_deref())
+                .and_then(|v| v.parse().ok());
+            break (policy, retention);
         }
         if Instant::now() >= deadline {
             return Err(timeout_error(
@@ -245,7 +264,7 @@ fn check_policy(settings: &Settings, admin: &AdminClient<Ctx>, deadline: Instant
         .filter(|p| !p.is_empty())
         .collect();
     if set.len() == 1 && set.contains("compact") {
-        Ok(())
+        Ok(delete_retention_ms)
     } else {
         Err(Error::store(
             "kafka",

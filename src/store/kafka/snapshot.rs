@@ -1,0 +1,451 @@
+//! The warm start: a file holding the loaded [`State`], the identity of the topic it was read from
+//! and where the reader stood in each partition, so the next open reads only what was written
+//! since. A snapshot is only used when nothing could have changed the records it holds behind the
+//! reader's back ([`check`]); otherwise the store reads the topic whole and says why.
+//!
+//! ## File layout (`<snapshot.dir>/<topic>.snapshot`, little-endian)
+//! ```text
+//! 0   8   magic "COSNAP\0\0"
+//! 8   4   u32 format version (1)
+//! 12  8   u64 body length
+//! 20  4   u32 CRC-32 (IEEE) of the body
+//! 24  ..  body:
+//!         str  cluster id                      (str = u32 length, UTF-8 bytes)
+//!         str  topic
+//!         16   topic id
+//!         i64  read_at_ms: wall-clock start of the last complete catch-up
+//!         u32  partitions, then per partition: i64 log start offset seen, i64 next offset to read
+//!         u32  writers, then per writer: str writer, u64 applied seq
+//!         u32  namespaces, then per namespace: str namespace, u64 keys, then per key:
+//!              bytes (= u32 length, bytes) the key's entry as the state keeps it: its canonical
+//!              partition and every live form with its stamp, record key and offset JSON
+//!              (`state::Entry`)
+//! ```
+//! Nothing follows the body. One checksum covers it all: the file is read whole in one go, and
+//! the state is rebuilt from it with one allocation a key and nothing decoded (each set is made
+//! at its final size).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::fs::{RealFs, WalFs};
+use crate::{Error, Result};
+
+use super::state::{Entry, Keys, State};
+
+const MAGIC: &[u8; 8] = b"COSNAP\0\0";
+const VERSION: u32 = 1;
+const HEADER: usize = 24;
+
+/// Which incarnation of which topic on which cluster a snapshot was read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Identity {
+    pub cluster_id: String,
+    pub topic: String,
+    pub topic_id: [u8; 16],
+    pub partitions: i32,
+}
+
+/// A snapshot as read back from its file.
+pub(crate) struct Snapshot {
+    pub identity: Identity,
+    pub read_at_ms: i64,
+    /// The log start offset of each partition when the records in `state` were read.
+    pub start: Vec<i64>,
+    /// The next offset to read in each partition.
+    pub next: Vec<i64>,
+    pub state: State,
+}
+
+/// Why a snapshot is not used (the whole topic is read instead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fallback {
+    /// The file is damaged: bad checksum, truncated, not a snapshot, or another format version.
+    Corrupt,
+    /// Taken of another Kafka cluster (another cluster id).
+    OtherCluster,
+    /// Taken of another topic.
+    OtherTopic,
+    /// The topic was deleted and re-created since (another topic id).
+    Recreated,
+    /// The topic has another number of partitions now.
+    PartitionCount,
+    /// Older than the topic's `delete.retention.ms`: compaction may have removed tombstones the
+    /// snapshot never saw.
+    TooOld,
+    /// A partition ends below where the snapshot stopped reading, or its log start offset moved
+    /// past what the snapshot saw (records deleted).
+    Truncated,
+    /// The cluster id or topic id cannot be had now, so the snapshot cannot be checked.
+    Unverifiable,
+}
+
+/// What the topic looks like now, to check a snapshot against.
+pub(crate) struct Now<'a> {
+    pub identity: Option<&'a Identity>,
+    pub delete_retention_ms: Option<i64>,
+    pub now_ms: i64,
+    pub start: &'a [i64],
+    pub end: &'a [i64],
+}
+
+/// The snapshot file of `topic` in `dir`.
+pub(crate) fn path(dir: &Path, topic: &str) -> PathBuf {
+    dir.join(format!("{topic}.snapshot"))
+}
+
+/// Whether `snap` may stand in for reading its topic up to `snap.next`, and if not why (with the
+/// details for the log line).
+pub(crate) fn check(snap: &Snapshot, now: &Now<'_>) -> std::result::Result<(), (Fallback, String)> {
+    let Some(id) = now.identity else {
+        return Err((
+            Fallback::Unverifiable,
+            "the cluster id or topic id cannot be had".into(),
+        ));
+    };
+    let had = &snap.identity;
+    if had.cluster_id != id.cluster_id {
+        return Err((
+            Fallback::OtherCluster,
+            format!(
+                "taken of cluster `{}`, this is `{}`",
+                had.cluster_id, id.cluster_id
+            ),
+        ));
+    }
+    if had.topic != id.topic {
+        return Err((
+            Fallback::OtherTopic,
+            format!("taken of topic `{}`", had.topic),
+        ));
+    }
+    if had.topic_id != id.topic_id {
+        return Err((
+            Fallback::Recreated,
+            "the topic was deleted and re-created since (another topic id)".into(),
+        ));
+    }
+    if had.partitions != id.partitions {
+        return Err((
+            Fallback::PartitionCount,
+            format!(
+                "taken with {} partitions, the topic has {}",
+                had.partitions, id.partitions
+            ),
+        ));
+    }
+    let age = now.now_ms.saturating_sub(snap.read_at_ms);
+    match now.delete_retention_ms {
+        Some(keep) if age < keep => {}
+        Some(keep) => {
+            return Err((
+                Fallback::TooOld,
+                format!(
+                    "{age} ms old, the topic keeps tombstones {keep} ms (delete.retention.ms): \
+                     some it never saw may be gone"
+                ),
+            ));
+        }
+        None => {
+            return Err((
+                Fallback::Unverifiable,
+                "the topic's delete.retention.ms is unknown".into(),
+            ));
+        }
+    }
+    for p in 0..snap.next.len() {
+        let (start, end) = (now.start[p], now.end[p]);
+        if end < snap.next[p] || start > snap.start[p] {
+            return Err((
+                Fallback::Truncated,
+                format!(
+                    "partition {p} now spans offsets {start}..{end}, the snapshot read {}..{}",
+                    snap.start[p], snap.next[p]
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The file bytes of a snapshot of `state`.
+pub(crate) fn encode(
+    identity: &Identity,
+    read_at_ms: i64,
+    start: &[i64],
+    next: &[i64],
+    state: &State,
+) -> Vec<u8> {
+    let mut body = Vec::with_capacity(64 + state.len() * 96);
+    put_bytes(&mut body, identity.cluster_id.as_bytes());
+    put_bytes(&mut body, identity.topic.as_bytes());
+    body.extend_from_slice(&identity.topic_id);
+    body.extend_from_slice(&read_at_ms.to_le_bytes());
+    body.extend_from_slice(&(next.len() as u32).to_le_bytes());
+    for (s, n) in start.iter().zip(next) {
+        body.extend_from_slice(&s.to_le_bytes());
+        body.extend_from_slice(&n.to_le_bytes());
+    }
+    let writers = state.writers();
+    body.extend_from_slice(&(writers.len() as u32).to_le_bytes());
+    for (w, seq) in &writers {
+        put_bytes(&mut body, w.as_bytes());
+        body.extend_from_slice(&seq.to_le_bytes());
+    }
+    let namespaces: Vec<_> = state.namespace_keys().collect();
+    body.extend_from_slice(&(namespaces.len() as u32).to_le_bytes());
+    for (ns, keys) in namespaces {
+        put_bytes(&mut body, ns.as_bytes());
+        body.extend_from_slice(&(keys.len() as u64).to_le_bytes());
+        for entry in keys {
+            put_bytes(&mut body, entry.bytes());
+        }
+    }
+    let mut file = Vec::with_capacity(HEADER + body.len());
+    file.extend_from_slice(MAGIC);
+    file.extend_from_slice(&VERSION.to_le_bytes());
+    file.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    file.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    file.extend_from_slice(&body);
+    file
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+/// Reads a snapshot back from its file bytes, or says what is wrong with them.
+pub(crate) fn decode(file: &[u8]) -> std::result::Result<Snapshot, String> {
+    if file.len() < HEADER {
+        return Err(format!("{} bytes, shorter than the header", file.len()));
+    }
+    if &file[..8] != MAGIC {
+        return Err("not a snapshot file (bad magic)".into());
+    }
+    let version = u32::from_le_bytes(file[8..12].try_into().expect("4 bytes"));
+    if version != VERSION {
+        return Err(format!(
+            "format version {version}, this build reads {VERSION}"
+        ));
+    }
+    let len = u64::from_le_bytes(file[12..20].try_into().expect("8 bytes"));
+    let body = &file[HEADER..];
+    if body.len() as u64 != len {
+        return Err(format!(
+            "the body is {} bytes, the header says {len} (truncated or extended)",
+            body.len()
+        ));
+    }
+    let crc = u32::from_le_bytes(file[20..24].try_into().expect("4 bytes"));
+    if crc32fast::hash(body) != crc {
+        return Err("bad checksum".into());
+    }
+    let mut r = Cursor(body);
+    let cluster_id = r.string()?;
+    let topic = r.string()?;
+    let topic_id: [u8; 16] = r.take(16)?.try_into().expect("16 bytes");
+    let read_at_ms = r.i64()?;
+    let partitions = r.u32()? as usize;
+    let mut start = Vec::with_capacity(partitions.min(1 << 16));
+    let mut next = Vec::with_capacity(partitions.min(1 << 16));
+    for _ in 0..partitions {
+        start.push(r.i64()?);
+        next.push(r.i64()?);
+    }
+    let mut state = State::default();
+    for _ in 0..r.u32()? {
+        let w = r.string()?;
+        let seq = r.u64()?;
+        state.note_seq(&w, seq);
+    }
+    for _ in 0..r.u32()? {
+        let ns = r.string()?;
+        let n = r.u64()?;
+        // Bounded by what the body can hold (a key takes at least 8 bytes), so a damaged count
+        // cannot make a huge map.
+        let mut keys =
+            Keys::with_capacity_and_hasher((n as usize).min(r.0.len() / 8), Default::default());
+        for _ in 0..n {
+            let entry = Entry::from_bytes(r.bytes()?.into())
+                .ok_or_else(|| format!("namespace `{ns}`: a malformed entry"))?;
+            keys.insert(entry);
+        }
+        state.insert_namespace(ns, keys);
+    }
+    if !r.0.is_empty() {
+        return Err(format!("{} bytes after the last form", r.0.len()));
+    }
+    Ok(Snapshot {
+        identity: Identity {
+            cluster_id,
+            topic,
+            topic_id,
+            partitions: partitions as i32,
+        },
+        read_at_ms,
+        start,
+        next,
+        state,
+    })
+}
+
+/// The unread rest of the body.
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err("the body ends inside a field".into());
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn u32(&mut self) -> std::result::Result<u32, String> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
+    }
+    fn u64(&mut self) -> std::result::Result<u64, String> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
+    }
+    fn i64(&mut self) -> std::result::Result<i64, String> {
+        Ok(i64::from_le_bytes(self.take(8)?.try_into().expect("8")))
+    }
+    fn bytes(&mut self) -> std::result::Result<&'a [u8], String> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    fn string(&mut self) -> std::result::Result<String, String> {
+        String::from_utf8(self.bytes()?.to_vec()).map_err(|_| "a string is not UTF-8".into())
+    }
+}
+
+/// The snapshot file's bytes, `None` when there is none.
+pub(crate) fn read(path: &Path) -> Result<Option<Vec<u8>>> {
+    match RealFs.read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::store(
+            "kafka",
+            format!("cannot read the snapshot {}: {e}", path.display()),
+        )),
+    }
+}
+
+/// Replaces the snapshot at `path` with `bytes` atomically: a temporary file, synced, renamed over
+/// it, and the directory synced, so a crash leaves the old snapshot or the new one, never half.
+pub(crate) fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let fs = RealFs;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = path.with_extension(format!("tmp-{}", super::config::unique_suffix()));
+    let written = (|| {
+        let mut f = fs.open_append(&tmp)?;
+        f.append(bytes)?;
+        f.sync()?;
+        drop(f);
+        fs.rename(&tmp, path)?;
+        fs.sync_dir(dir)
+    })();
+    if written.is_err() {
+        let _ = fs.remove(&tmp);
+    }
+    written
+}
+
+/// Makes `dir` (the `snapshot.dir` parameter) if missing, refusing a path that is not a directory.
+pub(crate) fn prepare_dir(dir: &Path) -> Result<()> {
+    RealFs.create_dir_all(dir).map_err(|e| {
+        Error::Config(format!(
+            "kafka store: `snapshot.dir` {} is not a usable directory: {e}",
+            dir.display()
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::OffsetKey;
+    use crate::store::kafka::state::Stamp;
+    use crate::{Offset, Partition};
+
+    fn identity() -> Identity {
+        Identity {
+            cluster_id: "c1".into(),
+            topic: "t".into(),
+            topic_id: [7; 16],
+            partitions: 2,
+        }
+    }
+
+    fn sample() -> State {
+        let ab = OffsetKey::new("c", Partition::new().with("a", 1).with("b", 2));
+        let ba = OffsetKey::new("c", Partition::new().with("b", 2).with("a", 1));
+        let mut s = State::default();
+        let at = |timestamp, partition, offset| Stamp {
+            timestamp,
+            partition,
+            offset,
+        };
+        s.put(
+            br#"[ "c", {"a": 1, "b": 2} ]"#,
+            ab,
+            Offset::new().with("n", 1),
+            at(5, 0, 3),
+        );
+        s.put(
+            &ba.connect_key(),
+            ba,
+            Offset::new().with("n", 2),
+            at(9, 1, 0),
+        );
+        s.note_seq("w", 4);
+        s
+    }
+
+    #[test]
+    fn round_trips_every_form_and_seq() {
+        let state = sample();
+        let bytes = encode(&identity(), 42, &[0, 1], &[10, 20], &state);
+        let back = decode(&bytes).unwrap();
+        assert_eq!(back.identity, identity());
+        assert_eq!(
+            (back.read_at_ms, back.start, back.next),
+            (42, vec![0, 1], vec![10, 20])
+        );
+        let ab = OffsetKey::new("c", Partition::new().with("a", 1).with("b", 2));
+        let forms = |s: &State| {
+            let f: Vec<_> = s
+                .live_forms(&ab)
+                .into_iter()
+                .map(|f| (f.raw, f.partition))
+                .collect();
+            (f, s.get(&ab), s.partitions("c"), s.namespaces())
+        };
+        assert_eq!(forms(&back.state), forms(&state));
+        assert_eq!(forms(&state).0.len(), 2);
+        assert_eq!(back.state.writers(), vec![("w".to_string(), 4)]);
+    }
+
+    #[test]
+    fn every_damage_is_refused() {
+        let good = encode(&identity(), 42, &[0, 1], &[10, 20], &sample());
+        let mut flipped = good.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        let mut version = good.clone();
+        version[8] = 9;
+        for (what, bytes) in [
+            ("checksum", flipped),
+            ("version", version),
+            ("than the header", good[..10].to_vec()),
+            ("truncated", good[..good.len() - 3].to_vec()),
+            ("magic", b"garbage garbage garbage garbage".to_vec()),
+        ] {
+            let e = decode(&bytes)
+                .err()
+                .unwrap_or_else(|| panic!("{what} accepted"));
+            assert!(e.contains(what), "{what}: {e}");
+        }
+    }
+}
