@@ -4,6 +4,7 @@
 //! seal, and when a logged batch closed a segment, releases or compacts the log through it.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
@@ -163,6 +164,7 @@ impl ApplyThread {
         let mut st = lock(&self.shared);
         if st.poisoned.is_none() {
             st.poisoned = Some(Arc::new(e));
+            self.shared.stopping.store(true, Ordering::Release);
         }
         drop(st);
         self.shared.notify();

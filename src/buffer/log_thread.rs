@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::apply_thread::Job;
 use super::config::{CommitBufferConfig, SealObserver};
 use super::hook;
-use super::state::{Shared, State, lock};
+use super::state::{Shared, lock};
 use crate::Error;
 use crate::crash::{CrashHook, CrashPoint};
 use crate::model::{Batch, Entries};
@@ -66,17 +66,17 @@ impl LogThread {
                     return;
                 }
                 let asked = st.requested >= st.open_epoch;
-                let full = st.active.len() >= shared.max_pending;
+                let full = shared.pending.len() >= shared.max_pending;
                 let due = next_auto.is_some_and(|t| Instant::now() >= t);
                 // (A stopped apply thread frees no room: seal anyway, the send fails and ends us.)
                 let room = st.in_flight_entries < shared.max_pending || st.poisoned.is_some();
-                if room && (asked || full || (due && !st.active.is_empty())) {
+                if room && (asked || full || (due && !shared.pending.is_empty())) {
                     let epoch = st.open_epoch;
                     st.open_epoch += 1;
-                    let fresh = st.spare.pop().unwrap_or_default();
-                    let entries = std::mem::replace(&mut st.active, fresh);
+                    // Under the state lock: a commit asking for this epoch sees it sealed whole.
+                    let (entries, oldest) = shared.pending.take(st.spare.pop().unwrap_or_default());
                     st.ages.sealed();
-                    break (epoch, entries, st.oldest_pending.take());
+                    break (epoch, entries, oldest);
                 }
                 if due {
                     next_auto = self.interval.map(|i| Instant::now() + i);
@@ -209,7 +209,7 @@ impl LogThread {
                 st.durable = epoch;
                 st.stats.failures += 1;
                 crate::metrics::commit_failed(&shared.writer, "log");
-                merge_back(&mut st, batch.entries, oldest);
+                shared.pending.merge_back(batch.entries, oldest);
                 st.ages.merged_back();
                 drop(st);
                 shared.notify();
@@ -235,22 +235,14 @@ impl LogThread {
         st.stats.failures += 1;
         crate::metrics::commit_failed(&self.shared.writer, "log");
         st.poisoned = Some(e);
+        self.shared.stopping.store(true, Ordering::Release);
         if let Some((entries, oldest)) = merge {
-            merge_back(&mut st, entries, oldest);
+            // Back under any newer pending value: the offers stay visible to a reopened buffer's
+            // caller as they were (a poisoned buffer seals nothing more).
+            self.shared.pending.merge_back(entries, oldest);
             st.ages.merged_back();
         }
         drop(st);
         self.shared.notify();
     }
-}
-
-/// Puts a failed batch back under the pending offers: a newer pending value for a key wins.
-fn merge_back(st: &mut State, entries: Entries, oldest: Option<Instant>) {
-    for (k, v) in entries {
-        st.active.entry(k).or_insert(v);
-    }
-    st.oldest_pending = match (st.oldest_pending, oldest) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
 }

@@ -27,16 +27,16 @@
 mod apply_thread;
 mod config;
 mod log_thread;
+mod pending;
 mod recovery;
 mod release;
 mod state;
 mod ticket;
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 pub use config::CommitBufferConfig;
 #[cfg(feature = "testkit")]
@@ -138,6 +138,8 @@ impl CommitBuffer {
             max_pending: config.max_pending.max(1),
             when_full: config.when_full,
             active_bytes: AtomicU64::new(0),
+            pending: pending::Pending::default(),
+            stopping: AtomicBool::new(false),
             wal: Arc::clone(&wal),
         });
         lock(&shared).epoch_seq.insert(0, last_seq);
@@ -186,6 +188,25 @@ impl CommitBuffer {
 
     fn put(&self, key: OffsetKey, offset: Option<Offset>) -> Result<()> {
         let shared = &*self.shared;
+        let pending = &shared.pending;
+        // The common case takes only the key's shard lock: no state lock, no wait.
+        if shared.stopping.load(Ordering::Acquire)
+            || (pending.len() >= shared.max_pending && !pending.contains(&key))
+        {
+            self.wait_for_room(&key)?;
+        }
+        if crate::metrics::connector_age_tracked() {
+            lock(shared).ages.offered(key.namespace());
+        }
+        pending.insert(key, offset);
+        Ok(())
+    }
+
+    /// The slow path of an offer: the buffer is stopping (say why), or `max_pending` keys are
+    /// pending (refuse, or start a commit and wait for the seal).
+    fn wait_for_room(&self, key: &OffsetKey) -> Result<()> {
+        let shared = &*self.shared;
+        let pending = &shared.pending;
         let mut st = lock(shared);
         loop {
             if st.closed || st.closing {
@@ -194,15 +215,17 @@ impl CommitBuffer {
             if let Some(p) = &st.poisoned {
                 return Err(Error::CommitFailed(Arc::clone(p)));
             }
-            if st.active.len() < shared.max_pending || st.active.contains_key(&key) {
-                break;
+            // Checked under the state lock: a seal (which holds it) cannot slip between this check
+            // and the wait below.
+            if pending.len() < shared.max_pending || pending.contains(key) {
+                return Ok(());
             }
             match shared.when_full {
                 WhenFull::Reject => {
                     return Err(Error::Full(format!(
                         "commit buffer `{}` holds {} pending offsets (max_pending); commit first or raise offsets.max.pending",
                         shared.writer,
-                        st.active.len()
+                        pending.len()
                     )));
                 }
                 WhenFull::Block => {
@@ -212,14 +235,6 @@ impl CommitBuffer {
                 }
             }
         }
-        if st.oldest_pending.is_none() {
-            st.oldest_pending = Some(Instant::now());
-        }
-        if crate::metrics::connector_age_tracked() {
-            st.ages.offered(key.namespace());
-        }
-        st.active.insert(key, offset);
-        Ok(())
     }
 
     /// Seals everything offered so far into a batch and returns a ticket for it, resolving at the
@@ -239,7 +254,7 @@ impl CommitBuffer {
         if let Some(p) = &st.poisoned {
             return ticket(Error::CommitFailed(Arc::clone(p)));
         }
-        let epoch = if st.active.is_empty() {
+        let epoch = if shared.pending.is_empty() {
             st.open_epoch - 1
         } else {
             st.open_epoch
@@ -278,8 +293,8 @@ impl CommitBuffer {
     pub fn stats(&self) -> BufferStats {
         let st = lock(&self.shared);
         let mut s = st.stats.clone();
-        s.pending = st.active.len();
-        s.oldest_pending_age = st.oldest_pending.map(|t| t.elapsed());
+        s.pending = self.shared.pending.len();
+        s.oldest_pending_age = self.shared.pending.oldest().map(|t| t.elapsed());
         s.wal_bytes = self.shared.wal_bytes();
         s
     }
@@ -307,6 +322,7 @@ impl CommitBuffer {
             Ok(())
         };
         lock(&self.shared).closed = true;
+        self.shared.stopping.store(true, Ordering::Release);
         self.shared.notify();
         result.and(released)
     }
@@ -315,6 +331,7 @@ impl CommitBuffer {
         {
             let mut st = lock(&self.shared);
             st.closing = true;
+            self.shared.stopping.store(true, Ordering::Release);
         }
         self.shared.notify();
         let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));

@@ -3,11 +3,12 @@
 //! counters) and the condition variable and wakers that tell waiters it changed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
+use super::pending::Pending;
 use super::{Durability, WhenFull};
 use crate::Error;
 use crate::metrics::{BufferSample, Sampled};
@@ -54,13 +55,15 @@ pub(super) struct Shared {
     pub(super) when_full: WhenFull,
     pub(super) active_bytes: AtomicU64,
     pub(super) wal: Arc<WalDir>,
+    /// The offers not yet sealed.
+    pub(super) pending: Pending,
+    /// Set with `closing`, `closed` or `poisoned`: offers take the state lock to see which.
+    pub(super) stopping: AtomicBool,
 }
 
 #[derive(Default)]
 pub(super) struct State {
-    pub(super) active: Entries,
     pub(super) spare: Vec<Entries>,
-    pub(super) oldest_pending: Option<Instant>,
     /// The epoch offers go into; sealing closes it and opens the next.
     pub(super) open_epoch: u64,
     /// Highest epoch a committer asked for.
@@ -166,8 +169,8 @@ impl Sampled for Shared {
         let st = lock(self);
         BufferSample {
             writer: self.writer.clone(),
-            pending: st.active.len(),
-            oldest_pending_age: st.oldest_pending.map(|t| t.elapsed()),
+            pending: self.pending.len(),
+            oldest_pending_age: self.pending.oldest().map(|t| t.elapsed()),
             logged_seq: st.stats.logged_seq,
             applied_seq: st.stats.applied_seq,
             wal_bytes: self.wal_bytes(),
