@@ -181,10 +181,13 @@ fn produce(bootstrap: &str, topic: &str, batch: usize, seconds: f64) {
     }
     let secs = t0.elapsed().as_secs_f64();
     latencies.sort();
-    let p50 = latencies[latencies.len() / 2].as_secs_f64() * 1e3;
+    let ms = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e3;
     println!(
-        "{{\"floor\":\"produce\",\"batch\":{batch},\"records\":{sent},\"seconds\":{secs:.4},\"records_per_sec\":{:.1},\"batch_p50_ms\":{p50:.3}}}",
-        sent as f64 / secs
+        "{{\"floor\":\"produce\",\"batch\":{batch},\"records\":{sent},\"seconds\":{secs:.4},\"records_per_sec\":{:.1},\"batch_p50_ms\":{:.3},\"batch_p99_ms\":{:.3},\"batch_max_ms\":{:.3}}}",
+        sent as f64 / secs,
+        ms(0.5),
+        ms(0.99),
+        ms(1.0)
     );
     p.flush(Duration::from_secs(30)).expect("flush");
 }

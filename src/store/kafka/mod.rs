@@ -70,6 +70,15 @@
 //! up: the next batch of that writer makes a new one, whose initialization settles the transaction, and
 //! re-reads the topic, so the batch is neither lost nor applied twice.
 //!
+//! ## `write.mode=idempotent`: no transactions
+//! With [`WriteMode::Idempotent`] one idempotent `acks=all` producer per writer writes a batch's
+//! records, waits until every one is acknowledged, then writes the marker and waits for it
+//! (`idempotent.rs`). Its records carry the writer header but no seq header: a header would count
+//! the batch as applied when only part of it is in. So `applied_seq` names only batches wholly in
+//! the topic, and a batch a crash cut short is replayed whole by the commit buffer's recovery. The
+//! price: until then every reader may see part of that batch ([`OffsetStore::atomic`] is false), and
+//! no `transactional.id` fences an older process of the same writer.
+//!
 //! **What a Connect worker without exactly-once sees.** Such a worker reads the topic with
 //! `read_uncommitted`: it sees the records of an *aborted* batch as if they were committed (Kafka has
 //! no way to hide them from it), until the same keys are written again. Aborts happen only when a

@@ -461,12 +461,12 @@ mod tests {
         );
         let ab = OffsetKey::new("c", Partition::new().with("a", 1).with("b", 2));
         let forms = |s: &State| {
-            let f: Vec<_> = s
-                .live_forms(&ab)
-                .into_iter()
-                .map(|f| (f.raw, f.partition))
-                .collect();
-            (f, s.get(&ab), s.partitions("c"), s.namespaces())
+            (
+                s.live_records(&ab),
+                s.get(&ab),
+                s.partitions("c"),
+                s.namespaces(),
+            )
         };
         assert_eq!(forms(&back.state), forms(&state));
         assert_eq!(forms(&state).0.len(), 2);

@@ -478,14 +478,6 @@ fn settle<'a>(current: &mut Form<'a>, shadowed: &mut [Form<'a>]) {
     }
 }
 
-/// A live form of a key, as the writer needs it: the exact record key, the topic partition that
-/// holds it, and the key as that record decodes (its member order).
-pub(crate) struct LiveForm {
-    pub raw: Vec<u8>,
-    pub partition: i32,
-    pub key: OffsetKey,
-}
-
 /// The canonical partition bytes of `key`: its structural identity without the namespace.
 fn canonical(key: &OffsetKey) -> &[u8] {
     &key.id()[4 + key.namespace().len()..]
@@ -505,6 +497,7 @@ impl State {
     /// A record `raw` → `offset` at `stamp` (read from the topic or just committed by us). A record
     /// of a form already live replaces it (records of one topic partition are read in their order);
     /// the newest form is what lookups return, whatever order the partitions were read in.
+    #[cfg(test)]
     pub(crate) fn put(&mut self, raw: &[u8], key: OffsetKey, offset: Offset, stamp: Stamp) {
         thread_local! {
             static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -614,22 +607,16 @@ impl State {
         Some((ns, ns.keys.get(&self.base, canonical(key))?))
     }
 
-    /// Every live form of `key`, the current (newest) one first: what a write must overwrite and a
-    /// reset tombstone.
-    pub(crate) fn live_forms(&self, key: &OffsetKey) -> Vec<LiveForm> {
+    /// The exact record key and topic partition of every live form of `key`, the current one
+    /// first: what a write must overwrite and a reset tombstone.
+    pub(crate) fn live_records(&self, key: &OffsetKey) -> Vec<(Vec<u8>, i32)> {
         let Some((ns, entry)) = self.entry(key) else {
             return Vec::new();
         };
         let canonical = entry.canonical();
         entry
             .forms()
-            .filter_map(|f| {
-                Some(LiveForm {
-                    raw: ns.raw(&f, canonical).into_owned(),
-                    partition: f.stamp.partition,
-                    key: ns.key(&f, canonical)?,
-                })
-            })
+            .map(|f| (ns.raw(&f, canonical).into_owned(), f.stamp.partition))
             .collect()
     }
 
@@ -730,17 +717,14 @@ mod tests {
         s.put(spaced, ab.clone(), pos(1), at(10, 0, 0));
         s.put(&ba.connect_key(), ba.clone(), pos(2), at(20, 1, 0));
         assert_eq!(s.get(&ab), Some(pos(2)), "the newer form wins");
-        assert_eq!(s.live_forms(&ab).len(), 2);
+        assert_eq!(s.live_records(&ab).len(), 2);
         assert_eq!(s.partitions("c").len(), 1);
         // The newer form is tombstoned: the older one is what the topic still holds.
         s.reset(&ba.connect_key(), &ba, 1);
         assert_eq!(s.get(&ab), Some(pos(1)));
-        let live = s.live_forms(&ab);
+        let live = s.live_records(&ab);
         assert_eq!(live.len(), 1);
-        assert_eq!(
-            (live[0].raw.as_slice(), live[0].partition),
-            (&spaced[..], 0)
-        );
+        assert_eq!((live[0].0.as_slice(), live[0].1), (&spaced[..], 0));
         // A tombstone for a form that is not live changes nothing: not these bytes, or these
         // bytes in another topic partition.
         s.reset(&ab.connect_key(), &ab, 0);
@@ -834,9 +818,9 @@ mod tests {
                 );
             }
             assert_eq!(s.get(&keys[0]), Some(pos(2)), "read order {order:?}");
-            assert_eq!(s.live_forms(&keys[0]).len(), 3);
+            assert_eq!(s.live_records(&keys[0]).len(), 3);
             assert_eq!(
-                s.live_forms(&keys[0])[0].raw,
+                s.live_records(&keys[0])[0].0,
                 keys[2].connect_key(),
                 "newest first"
             );
@@ -863,7 +847,7 @@ mod tests {
             bytes.len() > one + spaced.len(),
             "the other spelling is stored"
         );
-        let raws: Vec<_> = s.live_forms(&ab).into_iter().map(|f| f.raw).collect();
+        let raws: Vec<_> = s.live_records(&ab).into_iter().map(|f| f.0).collect();
         assert_eq!(raws, vec![ab.connect_key(), spaced.to_vec()]);
         // The entry as a snapshot file holds it (after 3 other bytes, length-prefixed) reads back
         // as the same entry, indexed in place.
@@ -881,7 +865,7 @@ mod tests {
         assert_eq!(keys.index(&back.base, &[3]), Ok(()));
         back.insert_namespace("c\"q".to_owned(), keys);
         assert_eq!(back.get(&ab), Some(pos(1)));
-        assert_eq!(back.live_forms(&ab).len(), 2);
+        assert_eq!(back.live_records(&ab).len(), 2);
         // A change moves the key out of the snapshot's bytes: it is listed once, with the new
         // answer, and a tombstone of each form removes it.
         back.put(spaced, ab.clone(), pos(3), at(20, 1, 1));

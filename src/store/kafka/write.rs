@@ -13,10 +13,10 @@ use super::client::{Ctx, auth_error, timeout_error};
 use super::config::{Settings, WriteMode, unique_suffix};
 use super::idempotent::IdemProducer;
 use super::record::{marker_key, marker_value};
-use super::state::{LiveForm, Stamp, State};
+use super::state::{Stamp, State};
 use crate::codec::{json, murmur2};
-use crate::model::{Batch, OffsetKey};
-use crate::{Error, Offset, Result};
+use crate::model::Batch;
+use crate::{Error, Result};
 
 /// One record to produce.
 pub(crate) struct Rec {
@@ -24,18 +24,12 @@ pub(crate) struct Rec {
     pub entry: Option<usize>,
     pub partition: i32,
     pub key: Vec<u8>,
+    /// The offset JSON; `None` for a tombstone. Memory keeps these very bytes once the record is in,
+    /// as reading the record back would.
     pub value: Option<Vec<u8>>,
     /// The record timestamp it is produced with (milliseconds since the epoch), the same for every
     /// record of a batch, and what the in-memory state notes for it.
     pub timestamp: i64,
-    /// What the record does to the in-memory state once committed.
-    pub effect: Effect,
-}
-
-pub(crate) enum Effect {
-    Put(OffsetKey, Offset),
-    Reset(OffsetKey),
-    Marker,
 }
 
 /// Milliseconds since the epoch, for record timestamps.
@@ -65,49 +59,41 @@ pub(crate) fn encode(
     let timestamp = now_millis();
     let mut recs = Vec::with_capacity(batch.entries.len() + 1);
     for (i, (key, offset)) in batch.entries.iter().enumerate() {
-        let mut targets = state.live_forms(key);
+        let mut targets = state.live_records(key);
         if targets.is_empty() {
             let raw = key.connect_key();
-            targets.push(LiveForm {
-                partition: place(&raw),
-                raw,
-                key: key.clone(),
-            });
+            let partition = place(&raw);
+            targets.push((raw, partition));
         }
         let value = offset.as_ref().map(|o| {
             let mut v = Vec::with_capacity(64);
             json::encode_value(o, &mut v);
             v
         });
-        for t in &targets {
-            let size = t.raw.len() + value.as_ref().map_or(0, Vec::len) + 128;
+        let value_len = value.as_ref().map_or(0, Vec::len);
+        for (raw, _) in &targets {
+            let size = raw.len() + value_len + 128;
             if size > settings.max_message_bytes {
                 return Err(Error::InvalidData(format!(
                     "the record for {} is {size} bytes with its overhead, over message.max.bytes = {}",
-                    String::from_utf8_lossy(&t.raw[..t.raw.len().min(200)]),
+                    String::from_utf8_lossy(&raw[..raw.len().min(200)]),
                     settings.max_message_bytes
                 )));
             }
         }
-        let stored = offset.as_ref().map(|o| {
-            if o.needs_normalizing() {
-                o.connect_normalized()
-            } else {
-                o.clone()
-            }
-        });
-        for t in targets {
-            let effect = match &stored {
-                Some(o) => Effect::Put(t.key, o.clone()),
-                None => Effect::Reset(t.key),
-            };
+        let last = targets.len() - 1;
+        let mut value = value;
+        for (n, (raw, partition)) in targets.into_iter().enumerate() {
             recs.push(Rec {
                 entry: Some(i),
-                partition: t.partition,
-                key: t.raw,
-                value: value.clone(),
+                partition,
+                key: raw,
+                value: if n == last {
+                    value.take()
+                } else {
+                    value.clone()
+                },
                 timestamp,
-                effect,
             });
         }
     }
@@ -119,7 +105,6 @@ pub(crate) fn encode(
             key,
             value: Some(marker_value(batch.seq)),
             timestamp,
-            effect: Effect::Marker,
         });
     }
     Ok(recs)
@@ -129,15 +114,16 @@ pub(crate) fn encode(
 /// timestamp it was produced with, in its topic partition, after every record read there so far.
 pub(crate) fn apply_to_state(state: &mut State, batch: &Batch, recs: Vec<Rec>) {
     for rec in recs {
+        let Some(i) = rec.entry else { continue };
+        let (key, _) = batch.entries.get_index(i).expect("a record of the batch");
         let stamp = Stamp {
             timestamp: rec.timestamp,
             partition: rec.partition,
             offset: Stamp::UNREAD,
         };
-        match rec.effect {
-            Effect::Put(key, offset) => state.put(&rec.key, key, offset, stamp),
-            Effect::Reset(key) => state.reset(&rec.key, &key, rec.partition),
-            Effect::Marker => {}
+        match &rec.value {
+            Some(value) => state.put_raw(&rec.key, key, value, stamp),
+            None => state.reset(&rec.key, key, rec.partition),
         }
     }
     if batch.seq != 0 {
@@ -508,7 +494,9 @@ impl TxnProducer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Offset;
     use crate::Partition;
+    use crate::model::OffsetKey;
     use crate::store::kafka::KafkaStoreBuilder;
 
     fn pos(n: i64) -> Offset {
@@ -597,7 +585,7 @@ mod tests {
             replay.partitions("c")[0].0.connect_key(),
             "listed in the connector's order, as a reload lists it"
         );
-        assert_eq!(state.live_forms(&reverse).len(), 1);
+        assert_eq!(state.live_records(&reverse).len(), 1);
     }
 
     /// A JDK 17 worker's spelling of 1e23 and another order, both live: the new
@@ -635,7 +623,7 @@ mod tests {
         assert!(recs.iter().all(|r| r.timestamp == stamp), "one timestamp");
         apply_to_state(&mut state, &batch, recs);
         assert_eq!(state.get(&ours), Some(pos(7)));
-        assert_eq!(state.live_forms(&ours).len(), 2);
+        assert_eq!(state.live_records(&ours).len(), 2);
 
         let reset = Batch::new("w", 2, [(ours.clone(), None)]);
         let recs = encode(&reset, &state, 25, &settings()).unwrap();
@@ -650,7 +638,7 @@ mod tests {
         assert_eq!(tombstones, want);
         apply_to_state(&mut state, &reset, recs);
         assert_eq!(state.get(&ours), None);
-        assert!(state.live_forms(&ours).is_empty());
+        assert!(state.live_records(&ours).is_empty());
     }
 
     /// A key with no live record: the caller's order, JDK 19+ spelling, murmur2's partition.
