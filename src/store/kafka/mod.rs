@@ -314,6 +314,11 @@ impl KafkaStore {
         info: &topic::TopicInfo,
     ) -> Result<(State, Start, Option<SnapshotPlace>)> {
         let path = snapshot::path(dir, &settings.topic);
+        // Read and index the snapshot while the broker answers what it is checked against.
+        let loading = {
+            let path = path.clone();
+            std::thread::spawn(move || snapshot::read(&path).map(|b| b.map(snapshot::decode)))
+        };
         let client = reader.consumer().client();
         let identity = match (
             client.fetch_cluster_id(settings.timeout),
@@ -356,11 +361,14 @@ impl KafkaStore {
             };
             Ok((State::default(), start, Some(place)))
         };
-        let Some(bytes) = snapshot::read(&path)? else {
+        let loaded = loading
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        let Some(decoded) = loaded? else {
             tracing::info!(topic = %settings.topic, snapshot = %path.display(), "no snapshot yet: reading the whole topic");
             return cold(None);
         };
-        let snap: Snapshot = match snapshot::decode(&bytes) {
+        let snap: Snapshot = match decoded {
             Ok(s) => s,
             Err(e) => {
                 return cold(Some((

@@ -193,13 +193,13 @@ pub(crate) fn encode(
         put_bytes(&mut body, w.as_bytes());
         body.extend_from_slice(&seq.to_le_bytes());
     }
-    let namespaces: Vec<_> = state.namespace_keys().collect();
-    body.extend_from_slice(&(namespaces.len() as u32).to_le_bytes());
-    for (ns, keys) in namespaces {
+    let namespaces = state.namespace_entries().count();
+    body.extend_from_slice(&(namespaces as u32).to_le_bytes());
+    for (ns, n, entries) in state.namespace_entries() {
         put_bytes(&mut body, ns.as_bytes());
-        body.extend_from_slice(&(keys.len() as u64).to_le_bytes());
-        for entry in keys {
-            put_bytes(&mut body, entry.bytes());
+        body.extend_from_slice(&(n as u64).to_le_bytes());
+        for entry in entries {
+            put_bytes(&mut body, entry);
         }
     }
     let mut file = Vec::with_capacity(HEADER + body.len());
@@ -216,8 +216,9 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
-/// Reads a snapshot back from its file bytes, or says what is wrong with them.
-pub(crate) fn decode(file: &[u8]) -> std::result::Result<Snapshot, String> {
+/// Reads a snapshot back from its file bytes, or says what is wrong with them. The bytes become
+/// the state's: its entries are indexed where they are, not copied.
+pub(crate) fn decode(file: Vec<u8>) -> std::result::Result<Snapshot, String> {
     if file.len() < HEADER {
         return Err(format!("{} bytes, shorter than the header", file.len()));
     }
@@ -242,6 +243,8 @@ pub(crate) fn decode(file: &[u8]) -> std::result::Result<Snapshot, String> {
     if crc32fast::hash(body) != crc {
         return Err("bad checksum".into());
     }
+    // Offsets into the file index its entries; past 4 GiB they get an allocation each instead.
+    let in_place = u32::try_from(file.len()).is_ok();
     let mut r = Cursor(body);
     let cluster_id = r.string()?;
     let topic = r.string()?;
@@ -254,28 +257,48 @@ pub(crate) fn decode(file: &[u8]) -> std::result::Result<Snapshot, String> {
         start.push(r.i64()?);
         next.push(r.i64()?);
     }
-    let mut state = State::default();
+    let mut writers = Vec::new();
     for _ in 0..r.u32()? {
         let w = r.string()?;
-        let seq = r.u64()?;
-        state.note_seq(&w, seq);
+        writers.push((w, r.u64()?));
     }
+    let mut namespaces = Vec::new();
     for _ in 0..r.u32()? {
         let ns = r.string()?;
         let n = r.u64()?;
         // Bounded by what the body can hold (a key takes at least 8 bytes), so a damaged count
-        // cannot make a huge map.
-        let mut keys =
-            Keys::with_capacity_and_hasher((n as usize).min(r.0.len() / 8), Default::default());
+        // cannot make a huge table.
+        let mut keys = Keys::default();
+        let mut ats = Vec::with_capacity((n as usize).min(r.0.len() / 8));
         for _ in 0..n {
-            let entry = Entry::from_bytes(r.bytes()?.into())
-                .ok_or_else(|| format!("namespace `{ns}`: a malformed entry"))?;
-            keys.insert(entry);
+            let at = file.len() - r.0.len();
+            let bytes = r.bytes()?;
+            if in_place {
+                // Checked by `index`, on every core.
+                ats.push(at as u32);
+            } else {
+                let before = keys.len();
+                let entry = Entry::from_bytes(bytes.into())
+                    .ok_or_else(|| format!("namespace `{ns}`: a malformed entry"))?;
+                keys.put(&[], entry);
+                if keys.len() == before {
+                    return Err(format!("namespace `{ns}`: a key twice"));
+                }
+            }
         }
-        state.insert_namespace(ns, keys);
+        keys.index(&file, &ats)
+            .map_err(|e| format!("namespace `{ns}`: {e}"))?;
+        namespaces.push((ns, keys));
     }
     if !r.0.is_empty() {
         return Err(format!("{} bytes after the last form", r.0.len()));
+    }
+    let mut state = State::with_base(if in_place { file } else { Vec::new() });
+    for (w, seq) in writers {
+        state.note_seq(&w, seq);
+    }
+    for (ns, keys) in namespaces {
+        state.insert_namespace(ns, keys);
     }
     Ok(Snapshot {
         identity: Identity {
@@ -321,15 +344,37 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// The snapshot file's bytes, `None` when there is none.
+/// The snapshot file's bytes, `None` when there is none. Read in two halves on two threads: the
+/// kernel's copy and the faults on the fresh buffer were a third of a warm start on one core.
 pub(crate) fn read(path: &Path) -> Result<Option<Vec<u8>>> {
-    match RealFs.read(path) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::store(
+    let failed = |e: io::Error| {
+        Error::store(
             "kafka",
             format!("cannot read the snapshot {}: {e}", path.display()),
-        )),
+        )
+    };
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(failed(e)),
+    };
+    let len = usize::try_from(file.metadata().map_err(failed)?.len())
+        .map_err(|_| failed(io::Error::other("larger than memory")))?;
+    let mut bytes = vec![0u8; len];
+    let (head, tail) = bytes.split_at_mut(len / 2);
+    let read = |part: &mut [u8], at: usize| {
+        std::os::unix::fs::FileExt::read_exact_at(&file, part, at as u64)
+    };
+    let (first, second) = std::thread::scope(|scope| {
+        let second = scope.spawn(|| read(tail, len / 2));
+        (read(head, 0), second.join())
+    });
+    let second = second.unwrap_or_else(|p| std::panic::resume_unwind(p));
+    match first.and(second) {
+        Ok(()) => Ok(Some(bytes)),
+        // Cut while we read it (not by us: we replace it by renaming): read as damaged.
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(Some(Vec::new())),
+        Err(e) => Err(failed(e)),
     }
 }
 
@@ -408,7 +453,7 @@ mod tests {
     fn round_trips_every_form_and_seq() {
         let state = sample();
         let bytes = encode(&identity(), 42, &[0, 1], &[10, 20], &state);
-        let back = decode(&bytes).unwrap();
+        let back = decode(bytes).unwrap();
         assert_eq!(back.identity, identity());
         assert_eq!(
             (back.read_at_ms, back.start, back.next),
@@ -428,6 +473,60 @@ mod tests {
         assert_eq!(back.state.writers(), vec![("w".to_string(), 4)]);
     }
 
+    /// A state read from a snapshot keeps its entries in the file's bytes: changes after the load
+    /// (a new key, a changed one, a reset one) shadow them, and a snapshot of the mix reads back
+    /// with the same answers. Enough keys that they are checked and hashed on several threads.
+    #[test]
+    fn changes_after_a_warm_start_shadow_the_snapshot_and_are_kept_in_the_next() {
+        let key = |n: i64| OffsetKey::new("c", Partition::new().with("k", n));
+        let stamp = |offset| Stamp {
+            timestamp: 1,
+            partition: 0,
+            offset,
+        };
+        let mut state = State::default();
+        for n in 0..40_000 {
+            state.put(
+                &key(n).connect_key(),
+                key(n),
+                Offset::new().with("n", n),
+                stamp(n),
+            );
+        }
+        let bytes = encode(&identity(), 42, &[0, 1], &[10, 20], &state);
+        let mut warm = decode(bytes).unwrap().state;
+        warm.put(
+            &key(7).connect_key(),
+            key(7),
+            Offset::new().with("n", -7),
+            stamp(200),
+        );
+        warm.put(
+            &key(50_000).connect_key(),
+            key(50_000),
+            Offset::new().with("n", 50_000),
+            stamp(201),
+        );
+        warm.reset(&key(9).connect_key(), &key(9), 0);
+        let answers = |s: &State| {
+            let listed = s.partitions("c");
+            let got: Vec<_> = [7, 8, 9, 50_000].map(|n| s.get(&key(n))).into();
+            (listed, got, s.len())
+        };
+        let want = answers(&warm);
+        assert_eq!(want.1[0], Some(Offset::new().with("n", -7)));
+        assert_eq!(want.1[1], Some(Offset::new().with("n", 8)));
+        assert_eq!(want.1[2], None);
+        assert_eq!(want.1[3], Some(Offset::new().with("n", 50_000)));
+        assert_eq!(
+            (want.0.len(), want.2),
+            (40_000, 40_000),
+            "each key listed once"
+        );
+        let again = encode(&identity(), 43, &[0, 1], &[10, 20], &warm);
+        assert_eq!(answers(&decode(again).unwrap().state), want);
+    }
+
     #[test]
     fn every_damage_is_refused() {
         let good = encode(&identity(), 42, &[0, 1], &[10, 20], &sample());
@@ -442,7 +541,7 @@ mod tests {
             ("truncated", good[..good.len() - 3].to_vec()),
             ("magic", b"garbage garbage garbage garbage".to_vec()),
         ] {
-            let e = decode(&bytes)
+            let e = decode(bytes)
                 .err()
                 .unwrap_or_else(|| panic!("{what} accepted"));
             assert!(e.contains(what), "{what}: {e}");

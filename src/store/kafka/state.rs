@@ -30,6 +30,9 @@
 //! them back with their real one.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
 
 use crate::Offset;
 use crate::codec::json;
@@ -77,8 +80,8 @@ struct Form<'a> {
 ///   ...    offset JSON
 /// ```
 ///
-/// Hashed and compared by the canonical partition alone, so a set of entries is looked up by the
-/// bytes an [`OffsetKey`] already carries. Varints: fixed-width stamps and lengths were 28 bytes a
+/// Looked up by the canonical partition alone ([`Keys`]), the bytes an [`OffsetKey`] already
+/// carries. Varints: fixed-width stamps and lengths were 28 bytes a
 /// form, a quarter of a small offset's entry.
 pub(crate) struct Entry(Box<[u8]>);
 
@@ -164,57 +167,244 @@ impl Entry {
         Entry(b.into_boxed_slice())
     }
 
-    /// An entry from its bytes (as [`bytes`](Entry::bytes) gave them), or `None` when they are not
+    /// An entry from its bytes (as [`View::bytes`] gives them), or `None` when they are not
     /// one: every form is parsed here, so no later access can fail.
     pub(crate) fn from_bytes(bytes: Box<[u8]>) -> Option<Entry> {
-        let len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?);
-        let mut at = 4;
-        slice(&bytes, &mut at, u64::from(len))?;
-        let mut forms = 0;
-        while at < bytes.len() {
-            parse_form(&bytes, &mut at)?;
-            forms += 1;
+        valid(&bytes).then_some(Entry(bytes))
+    }
+
+    fn view(&self) -> View<'_> {
+        View(&self.0)
+    }
+}
+
+/// Whether `bytes` are an entry's (a canonical partition and at least one form).
+pub(crate) fn valid(bytes: &[u8]) -> bool {
+    let Some(len) = bytes.get(..4) else {
+        return false;
+    };
+    let len = u32::from_le_bytes(len.try_into().expect("4 bytes"));
+    let mut at = 4;
+    if slice(bytes, &mut at, u64::from(len)).is_none() || at == bytes.len() {
+        return false;
+    }
+    while at < bytes.len() {
+        if parse_form(bytes, &mut at).is_none() {
+            return false;
         }
-        (forms > 0).then_some(Entry(bytes))
+    }
+    true
+}
+
+/// An entry's bytes wherever they are: an [`Entry`] of its own, or in a snapshot's body.
+#[derive(Clone, Copy)]
+pub(crate) struct View<'a>(&'a [u8]);
+
+impl<'a> View<'a> {
+    pub(crate) fn bytes(self) -> &'a [u8] {
+        self.0
     }
 
-    pub(crate) fn bytes(&self) -> &[u8] {
-        &self.0
-    }
-
-    fn canonical(&self) -> &[u8] {
+    fn canonical(self) -> &'a [u8] {
         let len = u32::from_le_bytes(self.0[..4].try_into().expect("4 bytes")) as usize;
         &self.0[4..4 + len]
     }
 
     /// The forms, the current one first.
-    fn forms(&self) -> impl Iterator<Item = Form<'_>> {
-        let b = &self.0[..];
+    fn forms(self) -> impl Iterator<Item = Form<'a>> {
+        let b = self.0;
         let mut at = 4 + self.canonical().len();
-        // Every entry was built by `build` or checked by `from_bytes`.
+        // Every entry was built by `build` or checked by `valid`.
         std::iter::from_fn(move || (at < b.len()).then(|| parse_form(b, &mut at).expect("a form")))
     }
 
-    fn current(&self) -> Form<'_> {
+    fn current(self) -> Form<'a> {
         self.forms().next().expect("an entry has a form")
     }
 }
 
-impl std::borrow::Borrow<[u8]> for Entry {
-    fn borrow(&self) -> &[u8] {
-        self.canonical()
+/// The bytes of the entry whose length prefix is at `at` in a snapshot's bytes `base` (as the
+/// file holds it: u32 LE length, then the entry), if they are all there.
+fn framed(base: &[u8], at: u32) -> Option<&[u8]> {
+    let at = at as usize;
+    let len = u32::from_le_bytes(base.get(at..at.checked_add(4)?)?.try_into().ok()?) as usize;
+    base.get(at + 4..(at + 4).checked_add(len)?)
+}
+
+/// The entry at `at` in `base`, one [`Keys::index`] checked.
+fn based(base: &[u8], at: u32) -> View<'_> {
+    View(framed(base, at).expect("an indexed entry"))
+}
+
+/// One namespace's keys. After a warm start most entries stay where the snapshot's bytes hold
+/// them (`base`, offsets into [`State`]'s copy of the file: indexing them is the whole warm
+/// start, no allocation a key); an entry changed since moves to `own`, leaving `base`, so a key
+/// is in one of the two. Hashed with foldhash: seeded per process like SipHash, but SipHash took
+/// 14% of a cold load.
+#[derive(Default)]
+pub(crate) struct Keys {
+    hasher: foldhash::fast::RandomState,
+    own: HashTable<Entry>,
+    base: HashTable<u32>,
+}
+
+impl Keys {
+    fn hash(&self, canonical: &[u8]) -> u64 {
+        self.hasher.hash_one(canonical)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.own.len() + self.base.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn get<'a>(&'a self, base: &'a [u8], canonical: &[u8]) -> Option<View<'a>> {
+        let h = self.hash(canonical);
+        if let Some(e) = self.own.find(h, |e| e.view().canonical() == canonical) {
+            return Some(e.view());
+        }
+        let at = self
+            .base
+            .find(h, |&at| based(base, at).canonical() == canonical)?;
+        Some(based(base, *at))
+    }
+
+    /// Indexes the entries at `ats` in the snapshot's bytes `base`, or says why not: one is
+    /// malformed, or a key is there twice (no snapshot we wrote has either). The entries are
+    /// checked and hashed on every core, then go in in the order of the table's buckets, so
+    /// filling it walks its memory once: in file order every insert missed the cache (a quarter
+    /// of a warm start).
+    pub(crate) fn index(&mut self, base: &[u8], ats: &[u32]) -> Result<(), &'static str> {
+        let hasher = &self.hasher;
+        let rehash = |&o: &u32| hasher.hash_one(based(base, o).canonical());
+        let mut keyed = vec![(0u64, 0u32); ats.len()];
+        let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        let chunk = ats.len().div_ceil(threads).max(1 << 14);
+        let check = |out: &mut [(u64, u32)], ats: &[u32]| {
+            for (slot, &at) in out.iter_mut().zip(ats) {
+                match framed(base, at) {
+                    Some(bytes) if valid(bytes) => {
+                        *slot = (hasher.hash_one(View(bytes).canonical()), at)
+                    }
+                    _ => return false,
+                }
+            }
+            true
+        };
+        let checked = if ats.len() <= chunk {
+            check(&mut keyed, ats)
+        } else {
+            std::thread::scope(|scope| {
+                let jobs: Vec<_> = keyed
+                    .chunks_mut(chunk)
+                    .zip(ats.chunks(chunk))
+                    .map(|(out, ats)| scope.spawn(move || check(out, ats)))
+                    .collect();
+                let done: Vec<bool> = jobs
+                    .into_iter()
+                    .map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                    .collect();
+                done.into_iter().all(|ok| ok)
+            })
+        };
+        if !checked {
+            return Err("a malformed entry");
+        }
+        self.base.reserve(ats.len(), rehash);
+        // hashbrown's bucket count (a power of two, 8/7 of the capacity): only the order of the
+        // inserts depends on it, not what they do.
+        let mask = self.base.capacity().max(1).next_power_of_two() as u64 - 1;
+        sort_by_bucket(&mut keyed, mask);
+        for (h, at) in keyed {
+            // The key's bytes are read only when a hash matches: read for every key, in bucket
+            // order, they were a cache miss each.
+            let same = |&o: &u32| based(base, o).canonical() == based(base, at).canonical();
+            match self.base.entry(h, same, rehash) {
+                hashbrown::hash_table::Entry::Occupied(_) => return Err("a key twice"),
+                hashbrown::hash_table::Entry::Vacant(v) => {
+                    v.insert(at);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces the entry of `entry`'s key (wherever it was) with `entry`.
+    pub(crate) fn put(&mut self, base: &[u8], entry: Entry) {
+        let canonical = entry.view().canonical();
+        let h = self.hash(canonical);
+        self.unbase(base, h, canonical);
+        let hasher = &self.hasher;
+        match self.own.entry(
+            h,
+            |e| e.view().canonical() == canonical,
+            |e| hasher.hash_one(e.view().canonical()),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(mut o) => *o.get_mut() = entry,
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                v.insert(entry);
+            }
+        }
+    }
+
+    fn remove(&mut self, base: &[u8], canonical: &[u8]) {
+        let h = self.hash(canonical);
+        self.unbase(base, h, canonical);
+        if let Ok(o) = self
+            .own
+            .find_entry(h, |e| e.view().canonical() == canonical)
+        {
+            o.remove();
+        }
+    }
+
+    /// Drops the key from `base` (its snapshot bytes stay, unreferenced).
+    fn unbase(&mut self, base: &[u8], h: u64, canonical: &[u8]) {
+        if self.base.is_empty() {
+            return;
+        }
+        if let Ok(o) = self
+            .base
+            .find_entry(h, |&at| based(base, at).canonical() == canonical)
+        {
+            o.remove();
+        }
+    }
+
+    fn iter<'a>(&'a self, base: &'a [u8]) -> impl Iterator<Item = View<'a>> {
+        self.own
+            .iter()
+            .map(Entry::view)
+            .chain(self.base.iter().map(move |&at| based(base, at)))
     }
 }
 
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.canonical() == other.canonical()
-    }
-}
-impl Eq for Entry {}
-impl std::hash::Hash for Entry {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.canonical().hash(state)
+/// Sorts `(hash, _)` pairs by `hash & mask` (a least-significant-digit radix sort, 11 bits a
+/// pass: a comparison sort of a million pairs cost more than the cache misses it saves).
+fn sort_by_bucket(v: &mut Vec<(u64, u32)>, mask: u64) {
+    const BITS: u32 = 11;
+    let mut tmp = vec![(0, 0); v.len()];
+    let mut shift = 0;
+    while shift < 64 - mask.leading_zeros() {
+        let digit = |h: u64| ((h & mask) >> shift) as usize & ((1 << BITS) - 1);
+        let mut at = vec![0usize; 1 << BITS];
+        for &(h, _) in v.iter() {
+            at[digit(h)] += 1;
+        }
+        let mut sum = 0;
+        for a in &mut at {
+            (*a, sum) = (sum, sum + *a);
+        }
+        for &pair in v.iter() {
+            let d = digit(pair.0);
+            tmp[at[d]] = pair;
+            at[d] += 1;
+        }
+        std::mem::swap(v, &mut tmp);
+        shift += BITS;
     }
 }
 
@@ -288,10 +478,6 @@ fn settle<'a>(current: &mut Form<'a>, shadowed: &mut [Form<'a>]) {
     }
 }
 
-/// One namespace's keys, hashed with foldhash: seeded per process like SipHash, but SipHash took
-/// 14% of a cold load.
-pub(crate) type Keys = std::collections::HashSet<Entry, foldhash::fast::RandomState>;
-
 /// The canonical partition bytes of `key`: its structural identity without the namespace.
 fn canonical(key: &OffsetKey) -> &[u8] {
     &key.id()[4 + key.namespace().len()..]
@@ -302,6 +488,9 @@ fn canonical(key: &OffsetKey) -> &[u8] {
 pub(crate) struct State {
     namespaces: BTreeMap<String, Namespace>,
     seqs: HashMap<String, u64>,
+    /// The snapshot file this state was read from (empty after a cold load): the entries
+    /// [`Keys`] index in it stay there.
+    base: Vec<u8>,
 }
 
 impl State {
@@ -323,6 +512,7 @@ impl State {
     /// [`put`](State::put) of a record whose offset JSON is `value` (a record as read: it is kept
     /// as it is, and decoded only on lookup).
     pub(crate) fn put_raw(&mut self, raw: &[u8], key: &OffsetKey, value: &[u8], stamp: Stamp) {
+        let base = &self.base[..];
         let ns = match self.namespaces.get_mut(key.namespace()) {
             Some(ns) => ns,
             None => self
@@ -337,7 +527,7 @@ impl State {
             value,
         };
         let partition = stamp.partition;
-        let entry = match ns.keys.get(canonical) {
+        let entry = match ns.keys.get(base, canonical) {
             None => Entry::build(canonical, &new, &[]),
             Some(old) => {
                 let mut forms = old.forms();
@@ -357,17 +547,18 @@ impl State {
                 Entry::build(canonical, &current, &shadowed)
             }
         };
-        ns.keys.replace(entry);
+        ns.keys.put(base, entry);
     }
 
     /// A tombstone for the record key `raw` (of structural key `key`) in topic partition
     /// `partition`: that form is gone, the newest of the others (if any) is current.
     pub(crate) fn reset(&mut self, raw: &[u8], key: &OffsetKey, partition: i32) {
+        let base = &self.base[..];
         let Some(ns) = self.namespaces.get_mut(key.namespace()) else {
             return;
         };
         let canonical = canonical(key);
-        let Some(old) = ns.keys.get(canonical) else {
+        let Some(old) = ns.keys.get(base, canonical) else {
             return;
         };
         let mut forms = old.forms();
@@ -391,11 +582,9 @@ impl State {
             Some(Entry::build(canonical, &current, &shadowed))
         };
         match entry {
-            Some(e) => {
-                ns.keys.replace(e);
-            }
+            Some(e) => ns.keys.put(base, e),
             None => {
-                ns.keys.remove(canonical);
+                ns.keys.remove(base, canonical);
                 if ns.keys.is_empty() {
                     self.namespaces.remove(key.namespace());
                 }
@@ -413,9 +602,9 @@ impl State {
         }
     }
 
-    fn entry(&self, key: &OffsetKey) -> Option<(&Namespace, &Entry)> {
+    fn entry(&self, key: &OffsetKey) -> Option<(&Namespace, View<'_>)> {
         let ns = self.namespaces.get(key.namespace())?;
-        Some((ns, ns.keys.get(canonical(key))?))
+        Some((ns, ns.keys.get(&self.base, canonical(key))?))
     }
 
     /// The exact record key and topic partition of every live form of `key`, the current one
@@ -452,7 +641,7 @@ impl State {
             .get(namespace)
             .map(|ns| {
                 ns.keys
-                    .iter()
+                    .iter(&self.base)
                     .filter_map(|e| {
                         let current = e.current();
                         let offset = json::decode_value(current.value).ok().flatten()?;
@@ -469,9 +658,22 @@ impl State {
         self.namespaces.keys().cloned().collect()
     }
 
-    /// Every namespace and its keys, as a snapshot keeps them.
-    pub(crate) fn namespace_keys(&self) -> impl Iterator<Item = (&str, &Keys)> {
-        self.namespaces.iter().map(|(n, ns)| (n.as_str(), &ns.keys))
+    /// Every namespace, its number of keys and their entries' bytes, as a snapshot keeps them.
+    pub(crate) fn namespace_entries(
+        &self,
+    ) -> impl Iterator<Item = (&str, usize, impl Iterator<Item = &[u8]>)> {
+        self.namespaces.iter().map(|(n, ns)| {
+            let entries = ns.keys.iter(&self.base).map(View::bytes);
+            (n.as_str(), ns.keys.len(), entries)
+        })
+    }
+
+    /// A state whose keys will index the snapshot file `base` ([`Keys::index`]).
+    pub(crate) fn with_base(base: Vec<u8>) -> State {
+        State {
+            base,
+            ..State::default()
+        }
     }
 
     /// Adds a namespace's keys (a snapshot's, read back).
@@ -633,38 +835,48 @@ mod tests {
         let spaced = br#"[ "c\"q", {"a": 1, "b": 2} ]"#;
         let mut s = State::default();
         s.put(&ab.connect_key(), ab.clone(), pos(1), at(10, 0, 0));
-        let one = s
-            .namespace_keys()
-            .next()
-            .unwrap()
-            .1
-            .iter()
-            .next()
-            .unwrap()
-            .bytes()
-            .len();
+        let first = |s: &State| -> Vec<u8> {
+            let (_, n, mut entries) = s.namespace_entries().next().unwrap();
+            assert_eq!(n, 1);
+            entries.next().unwrap().to_vec()
+        };
+        let one = first(&s).len();
         s.put(spaced, ab.clone(), pos(2), at(5, 1, 0));
-        let two = s
-            .namespace_keys()
-            .next()
-            .unwrap()
-            .1
-            .iter()
-            .next()
-            .unwrap()
-            .bytes()
-            .len();
-        assert!(two > one + spaced.len(), "the other spelling is stored");
+        let bytes = first(&s);
+        assert!(
+            bytes.len() > one + spaced.len(),
+            "the other spelling is stored"
+        );
         let raws: Vec<_> = s.live_records(&ab).into_iter().map(|f| f.0).collect();
         assert_eq!(raws, vec![ab.connect_key(), spaced.to_vec()]);
-        let (name, keys) = s.namespace_keys().next().unwrap();
-        let bytes: Box<[u8]> = keys.iter().next().unwrap().bytes().into();
-        let mut back = State::default();
-        let mut set = Keys::default();
-        set.insert(Entry::from_bytes(bytes.clone()).expect("an entry"));
-        back.insert_namespace(name.to_owned(), set);
+        // The entry as a snapshot file holds it (after 3 other bytes, length-prefixed) reads back
+        // as the same entry, indexed in place.
+        let mut file = b"xyz".to_vec();
+        file.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        file.extend_from_slice(&bytes);
+        let mut back = State::with_base(file);
+        let mut keys = Keys::default();
+        assert_eq!(keys.index(&back.base, &[3, 3]), Err("a key twice"));
+        assert_eq!(
+            Keys::default().index(&back.base, &[2]),
+            Err("a malformed entry")
+        );
+        let mut keys = Keys::default();
+        assert_eq!(keys.index(&back.base, &[3]), Ok(()));
+        back.insert_namespace("c\"q".to_owned(), keys);
         assert_eq!(back.get(&ab), Some(pos(1)));
         assert_eq!(back.live_records(&ab).len(), 2);
+        // A change moves the key out of the snapshot's bytes: it is listed once, with the new
+        // answer, and a tombstone of each form removes it.
+        back.put(spaced, ab.clone(), pos(3), at(20, 1, 1));
+        assert_eq!(back.get(&ab), Some(pos(3)));
+        assert_eq!(back.partitions("c\"q").len(), 1);
+        assert_eq!(back.len(), 1);
+        back.reset(spaced, &ab, 1);
+        assert_eq!(back.get(&ab), Some(pos(1)));
+        back.reset(&ab.connect_key(), &ab, 0);
+        assert_eq!(back.get(&ab), None);
+        assert!(back.namespaces().is_empty());
         for cut in [3, 10, bytes.len() - 1] {
             assert!(
                 Entry::from_bytes(bytes[..cut].into()).is_none(),
@@ -690,10 +902,26 @@ mod tests {
             })
             .collect();
         let e = Entry::build(b"{}", &forms[0], &forms[1..]);
-        let back: Vec<_> = e.forms().map(|f| (f.stamp, f.raw, f.value)).collect();
+        let back: Vec<_> = e
+            .view()
+            .forms()
+            .map(|f| (f.stamp, f.raw, f.value))
+            .collect();
         let want: Vec<_> = forms.iter().map(|f| (f.stamp, f.raw, f.value)).collect();
         assert_eq!(back, want);
-        assert!(Entry::from_bytes(e.bytes().into()).is_some());
+        assert!(Entry::from_bytes(e.view().bytes().into()).is_some());
+    }
+
+    #[test]
+    fn pairs_are_sorted_by_their_bucket() {
+        let mut v: Vec<(u64, u32)> = (0..10_000u32)
+            .map(|i| (u64::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15), i))
+            .collect();
+        let mut want = v.clone();
+        let mask = (1 << 21) - 1;
+        sort_by_bucket(&mut v, mask);
+        want.sort_by_key(|&(h, i)| (h & mask, i));
+        assert_eq!(v, want);
     }
 
     #[test]
