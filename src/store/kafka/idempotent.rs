@@ -14,7 +14,7 @@ use rdkafka::producer::{Producer, ThreadedProducer};
 
 use super::client::{Ctx, auth_error, timeout_error};
 use super::config::Settings;
-use super::write::{Failure, Rec, base_record};
+use super::write::{Failure, Rec, base_record, create};
 use crate::{Error, Result};
 
 /// An idempotent producer of one writer.
@@ -29,19 +29,8 @@ impl IdemProducer {
     /// Creates the producer and learns the topic's leaders (its producer id comes with the first
     /// record).
     pub(crate) fn create(settings: &Settings, id: &str) -> Result<IdemProducer> {
-        let ctx = Ctx::new(settings.secrets.clone(), format!("writer {id}"));
-        let producer: ThreadedProducer<Ctx> = settings
-            .idempotent_producer_config()
-            .create_with_context(ctx)
-            .map_err(|e| {
-                Error::store(
-                    "kafka",
-                    format!(
-                        "cannot create the producer `{id}`: {}",
-                        settings.secrets.scrub(&e.to_string())
-                    ),
-                )
-            })?;
+        let producer: ThreadedProducer<Ctx> =
+            create(settings.idempotent_producer_config(), settings, id)?;
         if let Err(e) = producer
             .client()
             .fetch_metadata(Some(&settings.topic), settings.timeout)

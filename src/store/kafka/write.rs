@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use rdkafka::ClientConfig;
+use rdkafka::config::FromClientConfigAndContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::OwnedHeaders;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
@@ -150,6 +152,24 @@ pub(crate) fn base_record<'a>(
     record
 }
 
+/// A producer of either kind with `config`, for writer client `id`.
+pub(crate) fn create<P: FromClientConfigAndContext<Ctx>>(
+    config: ClientConfig,
+    settings: &Settings,
+    id: &str,
+) -> Result<P> {
+    let ctx = Ctx::new(settings.secrets.clone(), format!("writer {id}"));
+    config.create_with_context(ctx).map_err(|e| {
+        Error::store(
+            "kafka",
+            format!(
+                "cannot create the producer `{id}`: {}",
+                settings.secrets.scrub(&e.to_string())
+            ),
+        )
+    })
+}
+
 /// A writer's producer, of the store's [`WriteMode`].
 pub(crate) enum Producer {
     Transaction(TxnProducer),
@@ -255,19 +275,7 @@ impl TxnProducer {
     /// Creates the producer and initializes its transactions: from here on, any older producer with
     /// the same `transactional.id` is fenced and its open transaction is settled.
     pub(crate) fn create(settings: &Settings, id: &str) -> Result<TxnProducer> {
-        let ctx = Ctx::new(settings.secrets.clone(), format!("writer {id}"));
-        let producer: BaseProducer<Ctx> = settings
-            .producer_config(id)
-            .create_with_context(ctx)
-            .map_err(|e| {
-                Error::store(
-                    "kafka",
-                    format!(
-                        "cannot create the producer `{id}`: {}",
-                        settings.secrets.scrub(&e.to_string())
-                    ),
-                )
-            })?;
+        let producer: BaseProducer<Ctx> = create(settings.producer_config(id), settings, id)?;
         let t = Instant::now();
         if let Err(e) = producer.init_transactions(settings.timeout) {
             // Serve the error events so the context knows why.
