@@ -136,29 +136,39 @@ fn namespace(shape: &str) -> &'static str {
     }
 }
 
-/// The batches of `n` offsets of `shape` and their raw bytes (Connect's key + value bytes).
+/// Batch `seq` of offsets `from..to` of `shape`, adding their raw bytes (Connect's key + value
+/// bytes) to `raw`. Made one at a time, so a measured store's heap holds no other batch.
+fn batch(shape: &str, from: u64, to: u64, seq: u64, raw: &mut usize) -> Batch {
+    let mut scratch = Vec::new();
+    let entries: Vec<(OffsetKey, Option<Offset>)> = (from..to)
+        .map(|j| {
+            let (k, v) = entry(shape, j);
+            scratch.clear();
+            encode_key(&k, &mut scratch);
+            *raw += scratch.len();
+            scratch.clear();
+            encode_value(&v, &mut scratch);
+            *raw += scratch.len();
+            (k, Some(v))
+        })
+        .collect();
+    Batch::new("footprint", seq, entries)
+}
+
+/// The batches of `n` offsets of `shape` (10,000 each) and their raw bytes.
 fn batches(shape: &str, n: u64) -> (Vec<Batch>, usize) {
     let mut raw = 0usize;
-    let mut scratch = Vec::new();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < n {
-        let end = (i + 10_000).min(n);
-        let entries: Vec<(OffsetKey, Option<Offset>)> = (i..end)
-            .map(|j| {
-                let (k, v) = entry(shape, j);
-                scratch.clear();
-                encode_key(&k, &mut scratch);
-                raw += scratch.len();
-                scratch.clear();
-                encode_value(&v, &mut scratch);
-                raw += scratch.len();
-                (k, Some(v))
-            })
-            .collect();
-        out.push(Batch::new("footprint", out.len() as u64 + 1, entries));
-        i = end;
-    }
+    let out = (0..n.div_ceil(10_000))
+        .map(|b| {
+            batch(
+                shape,
+                b * 10_000,
+                ((b + 1) * 10_000).min(n),
+                b + 1,
+                &mut raw,
+            )
+        })
+        .collect();
     (out, raw)
 }
 
@@ -250,28 +260,17 @@ fn measure(shape: &str, n: u64) {
     {
         let store = MemoryStore::new();
         let mut raw = 0usize;
-        let mut scratch = Vec::new();
         let before = LIVE.load(Ordering::Relaxed);
         let rss_before = rss();
-        let mut seq = 0;
-        let mut i = 0;
-        while i < n {
-            let end = (i + 10_000).min(n);
-            let entries: Vec<(OffsetKey, Option<Offset>)> = (i..end)
-                .map(|j| {
-                    let (k, v) = entry(shape, j);
-                    scratch.clear();
-                    encode_key(&k, &mut scratch);
-                    raw += scratch.len();
-                    scratch.clear();
-                    encode_value(&v, &mut scratch);
-                    raw += scratch.len();
-                    (k, Some(v))
-                })
-                .collect();
-            seq += 1;
-            store.apply(&Batch::new("footprint", seq, entries)).unwrap();
-            i = end;
+        for b in 0..n.div_ceil(10_000) {
+            let batch = batch(
+                shape,
+                b * 10_000,
+                ((b + 1) * 10_000).min(n),
+                b + 1,
+                &mut raw,
+            );
+            store.apply(&batch).unwrap();
         }
         let heap = (LIVE.load(Ordering::Relaxed) - before) as usize;
         let rss_grew = rss().saturating_sub(rss_before);
@@ -288,17 +287,7 @@ fn measure(shape: &str, n: u64) {
                 .len() as u64,
             n
         );
-        println!(
-            "{:<10} {:>12} {:>12} {:>12.1} {:>12.1} {:>10.2}x {:>10.1} {:>8.2}x",
-            shape,
-            raw,
-            heap,
-            raw as f64 / n as f64,
-            heap as f64 / n as f64,
-            heap as f64 / raw as f64,
-            rss_grew as f64 / n as f64,
-            rss_grew as f64 / raw as f64
-        );
+        row(shape, n, raw, heap, rss_grew);
         drop(store);
     }
 }
