@@ -485,7 +485,66 @@ fn floor(c: &mut Criterion) {
             },
         );
     }
+    rocksdb_floor(&mut g, &ks);
     g.finish();
+}
+
+/// RocksDB alone taking the same rows (our key and value bytes) in one write batch per commit, with
+/// its own log (unsynced, as our store writes without the buffer) and without it (as behind the buffer).
+#[cfg(feature = "rocksdb")]
+fn rocksdb_floor(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    ks: &[OffsetKey],
+) {
+    use connect_offsets::codec::json;
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = ks
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let mut key = vec![b'o'];
+            key.extend_from_slice(k.id());
+            let mut value = vec![0; 4];
+            json::encode_key(k, &mut value);
+            let len = (value.len() - 4) as u32;
+            value[..4].copy_from_slice(&len.to_le_bytes());
+            json::encode_value(&offset(i as u64), &mut value);
+            (key, value)
+        })
+        .collect();
+    for (name, disable_wal) in [
+        ("rocksdb_write_batch", false),
+        ("rocksdb_write_batch_no_wal", true),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = rocksdb::Options::default();
+        opts.create_if_missing(true);
+        opts.set_compression_type(rocksdb::DBCompressionType::None);
+        let db = rocksdb::DB::open(&opts, dir.path()).unwrap();
+        let mut wo = rocksdb::WriteOptions::default();
+        wo.disable_wal(disable_wal);
+        for batch in [1usize, 100, 10_000] {
+            let mut at = 0usize;
+            g.throughput(Throughput::Elements(batch as u64));
+            g.bench_with_input(BenchmarkId::new(name, batch), &batch, |b, &batch| {
+                b.iter(|| {
+                    let mut wb = rocksdb::WriteBatch::default();
+                    for _ in 0..batch {
+                        let (k, v) = &rows[at % rows.len()];
+                        wb.put(k, v);
+                        at += 1;
+                    }
+                    db.write_opt(wb, &wo).unwrap();
+                })
+            });
+        }
+    }
+}
+
+#[cfg(not(feature = "rocksdb"))]
+fn rocksdb_floor(
+    _: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    _: &[OffsetKey],
+) {
 }
 
 criterion_group!(

@@ -89,22 +89,49 @@ fn crash_anywhere_rocksdb_store() {
     use connect_offsets::store::rocksdb::RocksDbStore;
     use connect_offsets::store::{ApplyFault, OffsetStore};
 
-    struct RocksFactory(tempfile::TempDir);
+    /// Each lifetime opens a copy of the files the last one left, as a killed process leaves them:
+    /// batches written past RocksDB's log since its last flush are gone, and only the commit
+    /// buffer's log can bring them back.
+    struct RocksFactory {
+        dir: tempfile::TempDir,
+        lifetime: u32,
+        last: Option<Arc<RocksDbStore>>,
+    }
     impl StoreFactory for RocksFactory {
         fn open(
             &mut self,
             fault: Arc<dyn ApplyFault>,
         ) -> connect_offsets::Result<Arc<dyn OffsetStore>> {
-            Ok(Arc::new(
-                RocksDbStore::open(self.0.path().join("db"))?.with_fault(fault),
-            ))
+            let path = self.dir.path().join(format!("db{}", self.lifetime + 1));
+            if let Some(last) = self.last.take() {
+                // The scenario has dropped its buffer and store: wait for the threads to let go.
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+                while Arc::strong_count(&last) > 1 {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "the last lifetime still holds its store"
+                    );
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                last.crash_image(&path)?;
+            }
+            self.lifetime += 1;
+            let store = Arc::new(RocksDbStore::open_for_crash_tests(&path)?.with_fault(fault));
+            self.last = Some(Arc::clone(&store));
+            Ok(store)
         }
     }
     // Compaction snapshots exist only for stores that do not outlive the process.
     run_backend(
         "rocksdb + log",
         cases(),
-        || Box::new(RocksFactory(tempfile::tempdir().expect("tempdir"))),
+        || {
+            Box::new(RocksFactory {
+                dir: tempfile::tempdir().expect("tempdir"),
+                lifetime: 0,
+                last: None,
+            })
+        },
         &[CrashPoint::InsideCompaction],
     );
 }

@@ -175,7 +175,7 @@ impl ApplyThread {
     fn apply(&self, batch: &Arc<Batch>, group: &[Arc<Batch>], epoch: u64) -> bool {
         let mut backoff = Duration::from_millis(50);
         loop {
-            match self.store.apply(batch) {
+            match self.store.apply_logged(batch) {
                 Ok(()) => break,
                 Err(e) if e.is_fatal() => {
                     self.stop(e);

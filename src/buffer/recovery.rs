@@ -60,7 +60,7 @@ pub(super) fn recover(store: &dyn OffsetStore, config: &CommitBufferConfig) -> R
         && snap.seq > applied
     {
         hook(&config.crash_hook, CrashPoint::InsideRecovery)?;
-        store.apply(snap)?;
+        store.apply_logged(snap)?;
         applied = snap.seq;
         replayed += 1;
     }
@@ -88,7 +88,7 @@ pub(super) fn recover(store: &dyn OffsetStore, config: &CommitBufferConfig) -> R
             tracing::error!("{msg}; going on (recovery policy skip)");
         }
         hook(&config.crash_hook, CrashPoint::InsideRecovery)?;
-        store.apply(b)?;
+        store.apply_logged(b)?;
         applied = b.seq;
         replayed += 1;
     }

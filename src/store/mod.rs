@@ -41,6 +41,14 @@ pub trait OffsetStore: Send + Sync + fmt::Debug {
     /// Applies every entry of `batch` (`None` resets the key), atomically and idempotently.
     fn apply(&self, batch: &Batch) -> Result<()>;
 
+    /// [`apply`](Self::apply) for a caller that keeps `batch` in a synced log of its own until the
+    /// next [`persist`](Self::persist) returns, as the commit buffer does: the store may skip its own
+    /// log, since a crash before that `persist` is recovered by replaying the caller's. The same
+    /// rules hold; only what survives a crash of the process differs.
+    fn apply_logged(&self, batch: &Batch) -> Result<()> {
+        self.apply(batch)
+    }
+
     /// The highest `seq` applied for `writer`, 0 when none.
     fn applied_seq(&self, writer: &str) -> Result<u64>;
 
@@ -61,7 +69,7 @@ pub trait OffsetStore: Send + Sync + fmt::Debug {
     /// Every namespace (connector) with at least one offset, sorted.
     fn namespaces(&self) -> Result<Vec<String>>;
 
-    /// Makes every batch applied so far survive a power loss. Stores that do not outlive the process
+    /// Makes every batch applied so far (by either call) survive a power loss. Stores that do not outlive the process
     /// (see [`durable`](Self::durable)) return at once.
     fn persist(&self) -> Result<()>;
 
@@ -81,6 +89,7 @@ macro_rules! forward_store {
         impl<T: OffsetStore + ?Sized> OffsetStore for $ptr {
             fn kind(&self) -> &'static str { (**self).kind() }
             fn apply(&self, batch: &Batch) -> Result<()> { (**self).apply(batch) }
+            fn apply_logged(&self, batch: &Batch) -> Result<()> { (**self).apply_logged(batch) }
             fn applied_seq(&self, writer: &str) -> Result<u64> { (**self).applied_seq(writer) }
             fn writers(&self) -> Result<Vec<(String, u64)>> { (**self).writers() }
             fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> { (**self).get(key) }
