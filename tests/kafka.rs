@@ -1037,6 +1037,81 @@ fn idempotent_mode_marks_a_batch_applied_only_once_all_of_it_is_in() {
     assert_eq!(read_all(&topic, "read_committed").len(), seen.len());
 }
 
+/// In idempotent mode a batch whose records share one partition sends its marker into that
+/// partition right behind them; a reopen takes the highest marker of a writer over all partitions.
+#[test]
+fn idempotent_one_partition_batches_put_their_marker_behind_their_records() {
+    let topic = TopicGuard::new("idem-marker");
+    let store = KafkaStore::open(&url(&topic, 5, "&write.mode=idempotent")).expect("open");
+    let marker = marker_key("w");
+    let marker_home = connect_offsets::codec::partition_for(&marker, 5) as i32;
+    // Keys in partitions other than the marker's own, then a batch spread over two partitions.
+    let keys: Vec<_> = (0..40)
+        .map(|i| key("c", i))
+        .filter(|k| {
+            connect_offsets::codec::partition_for(&k.connect_key(), 5) as i32 != marker_home
+        })
+        .take(3)
+        .collect();
+    let part = |k: &OffsetKey| connect_offsets::codec::partition_for(&k.connect_key(), 5) as i32;
+    for (seq, k) in keys.iter().enumerate() {
+        store
+            .apply(&Batch::new(
+                "w",
+                seq as u64 + 1,
+                [(k.clone(), Some(pos(seq as i64)))],
+            ))
+            .expect("apply");
+    }
+    let seen = read_all(&topic, "read_committed");
+    for (seq, k) in keys.iter().enumerate() {
+        let rec = seen
+            .iter()
+            .find(|r| r.key.as_deref() == Some(&k.connect_key()[..]))
+            .expect("the record");
+        let value = format!("{{\"seq\":{}}}", seq + 1);
+        let m = seen
+            .iter()
+            .find(|r| r.value.as_deref() == Some(value.as_bytes()))
+            .expect("its marker");
+        assert_eq!(m.key.as_deref(), Some(&marker[..]));
+        assert_eq!(
+            m.partition,
+            rec.partition,
+            "marker {} beside its record",
+            seq + 1
+        );
+        assert_eq!(
+            m.offset,
+            rec.offset + 1,
+            "marker {} right behind its record",
+            seq + 1
+        );
+    }
+    // Two partitions: the marker goes to its own partition, after every record is in.
+    let a = keys[0].clone();
+    let b = (100..200)
+        .map(|i| key("c", i))
+        .find(|k| part(k) != part(&a))
+        .expect("a key in another partition");
+    store
+        .apply(&Batch::new(
+            "w",
+            4,
+            [(a, Some(pos(40))), (b, Some(pos(41)))],
+        ))
+        .expect("apply");
+    let seen = read_all(&topic, "read_committed");
+    let m = seen
+        .iter()
+        .find(|r| r.value.as_deref() == Some(&b"{\"seq\":4}"[..]))
+        .expect("marker 4");
+    assert_eq!(m.partition, marker_home);
+    drop(store);
+    let reopened = KafkaStore::open(&url(&topic, 5, "")).expect("reopen");
+    assert_eq!(reopened.applied_seq("w").unwrap(), 4);
+}
+
 #[test]
 fn opens_by_url_through_the_generic_opener() {
     let topic = TopicGuard::new("generic");

@@ -560,6 +560,9 @@ impl Settings {
         let mut c = self.base();
         c.set("enable.idempotence", "true");
         c.set("acks", "all");
+        // A record that fails for good must not be followed by later ones in its partition: a
+        // marker sent right behind its batch's records is then in the topic only if they are.
+        c.set("enable.gapless.guarantee", "true");
         c.set("partitioner", "murmur2_random");
         self.no_linger(&mut c);
         c

@@ -25,7 +25,8 @@
 //! Every record of a sequenced batch carries the headers `connect-offsets-writer` and
 //! `connect-offsets-seq`, and the batch also writes one **marker record** of its own:
 //! key `{"connect-offsets-writer":"<writer>"}`, value `{"seq":N}`, on the partition murmur2 gives
-//! that key. On load, `applied_seq(writer)` is the maximum over the markers and the headers of every
+//! that key (in `write.mode=idempotent`, a batch whose records share one partition puts it there).
+//! On load, `applied_seq(writer)` is the maximum over the markers and the headers of every
 //! surviving record.
 //!
 //! Why the headers alone would not do: compaction keeps only the latest record per key. A header can
@@ -36,7 +37,7 @@
 //! of that batch survives. A too-low `applied_seq` would make recovery replay an old batch from the
 //! write-ahead log over newer values. The marker closes that gap: nobody else writes its key, it
 //! is never a tombstone, and a later marker of the same writer has a higher seq, so compaction keeps
-//! exactly the marker of the writer's latest batch. It is written in the same transaction as the
+//! the marker of the writer's latest batch (in each partition that holds one: the maximum is it). It is written in the same transaction as the
 //! batch, so it is visible exactly when the batch is. The headers stay as per-record provenance
 //! (which batch wrote this record) and as a second witness.
 //!
@@ -73,7 +74,8 @@
 //! ## `write.mode=idempotent`: no transactions
 //! With [`WriteMode::Idempotent`] one idempotent `acks=all` producer per writer writes a batch's
 //! records, waits until every one is acknowledged, then writes the marker and waits for it
-//! (`idempotent.rs`). Its records carry the writer header but no seq header: a header would count
+//! (`idempotent.rs`); a batch whose records share one partition sends its marker into it right
+//! behind them and waits once, since the producer appends in order and without gaps. Its records carry the writer header but no seq header: a header would count
 //! the batch as applied when only part of it is in. So `applied_seq` names only batches wholly in
 //! the topic, and a batch a crash cut short is replayed whole by the commit buffer's recovery. The
 //! price: until then every reader may see part of that batch ([`OffsetStore::atomic`] is false), and
@@ -549,13 +551,23 @@ impl KafkaStore {
     /// Produces the offset records of `recs`, waits until every one is acknowledged, then produces
     /// the marker and waits for it; then applies them to memory. The reader is held throughout, so
     /// a concurrent refresh never reads our records before memory has them.
+    ///
+    /// A batch whose records all go to one partition puts its marker in that partition, right
+    /// behind them, and waits once: the idempotent producer appends them in order and without gaps
+    /// (`enable.gapless.guarantee`), so the marker is in only if all of them are.
     fn produce_acknowledged(
         &self,
         producer: &IdemProducer,
         batch: &Batch,
-        recs: Vec<write::Rec>,
+        mut recs: Vec<write::Rec>,
     ) -> std::result::Result<(), TxnError> {
         let settings = &self.settings;
+        let one_partition = write::one_partition(&recs);
+        if let Some(p) = one_partition {
+            for rec in recs.iter_mut().filter(|r| r.entry.is_none()) {
+                rec.partition = p;
+            }
+        }
         let headers = record::writer_header(batch);
         let deadline = Instant::now() + settings.timeout;
         let failures = producer.failures();
@@ -576,10 +588,13 @@ impl KafkaStore {
             }
             producer.send(&settings.topic, rec, Some(&headers), deadline)?;
         }
-        producer.wait_acknowledged(failures, deadline, settings)?;
+        if one_partition.is_none() {
+            producer.wait_acknowledged(failures, deadline, settings)?;
+        }
         if let Some(f) = &self.fault
             && let Err(e) = f.before_commit(batch)
         {
+            let _ = producer.wait_acknowledged(failures, deadline, settings);
             return Err(TxnError::Fault(Box::new((e, None))));
         }
         for rec in recs.iter().filter(|r| r.entry.is_none()) {

@@ -112,6 +112,14 @@ pub(crate) fn encode(
     Ok(recs)
 }
 
+/// The one topic partition of every offset record of a sequenced batch's `recs`, if there is one.
+pub(crate) fn one_partition(recs: &[Rec]) -> Option<i32> {
+    let mut offsets = recs.iter().filter(|r| r.entry.is_some());
+    let first = offsets.next()?.partition;
+    let has_marker = recs.iter().any(|r| r.entry.is_none());
+    (has_marker && offsets.all(|r| r.partition == first)).then_some(first)
+}
+
 /// Applies committed records to the in-memory state, as reading them back would: each with the
 /// timestamp it was produced with, in its topic partition, after every record read there so far.
 pub(crate) fn apply_to_state(state: &mut State, batch: &Batch, recs: Vec<Rec>) {
