@@ -3,7 +3,7 @@
 //! blocking executor for the admin client's futures, and the mapping of librdkafka errors to ours.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
@@ -30,10 +30,22 @@ pub(crate) struct Ctx {
 
 /// Counts a producer's delivery reports, so a writer can wait until every record it sent is
 /// acknowledged (or failed) without polling in fixed steps: the report wakes it.
-#[derive(Default)]
 pub(crate) struct Deliveries {
     done: Mutex<Delivered>,
     changed: Condvar,
+    /// The report count a writer waits for (`u64::MAX`: none): only the report that reaches it,
+    /// or a failure, wakes the writer, not each of a batch's thousands of reports.
+    wanted: AtomicU64,
+}
+
+impl Default for Deliveries {
+    fn default() -> Self {
+        Deliveries {
+            done: Mutex::default(),
+            changed: Condvar::new(),
+            wanted: AtomicU64::new(u64::MAX),
+        }
+    }
 }
 
 /// Reports received so far.
@@ -49,12 +61,15 @@ impl Deliveries {
     fn report(&self, failure: Option<String>) {
         let mut d = self.done.lock().unwrap_or_else(|p| p.into_inner());
         d.reports += 1;
+        let wake = failure.is_some() || d.reports >= self.wanted.load(Ordering::Acquire);
         if let Some(f) = failure {
             d.failures += 1;
             d.first_failure.get_or_insert(f);
         }
         drop(d);
-        self.changed.notify_all();
+        if wake {
+            self.changed.notify_all();
+        }
     }
 
     pub(crate) fn now(&self) -> Delivered {
@@ -64,6 +79,8 @@ impl Deliveries {
     /// Waits until `reports` reports have arrived or `deadline` passes; returns what arrived.
     pub(crate) fn wait_for(&self, reports: u64, deadline: Instant) -> Delivered {
         let mut d = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        // Set under the lock a report takes: none can slip between this and the wait below.
+        self.wanted.store(reports, Ordering::Release);
         while d.reports < reports {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -75,6 +92,7 @@ impl Deliveries {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
+        self.wanted.store(u64::MAX, Ordering::Release);
         d.clone()
     }
 }
