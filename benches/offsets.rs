@@ -122,31 +122,39 @@ fn offer(c: &mut Criterion) {
         });
         let threads = std::thread::available_parallelism().map_or(2, |p| p.get());
         let ks = Arc::new(ks);
-        g.bench_with_input(
-            BenchmarkId::new(format!("buffer_{threads}_threads"), n),
-            &n,
-            |b, _| {
-                b.iter_custom(|iters| {
-                    let per = iters.div_ceil(threads as u64);
-                    let start = Instant::now();
-                    std::thread::scope(|s| {
-                        for t in 0..threads {
-                            let (ks, buffer, value) =
-                                (Arc::clone(&ks), Arc::clone(&r.buffer), value.clone());
-                            s.spawn(move || {
-                                let mut i = t * 7919;
-                                for _ in 0..per {
-                                    i = (i + 1) % n;
-                                    buffer.offer(ks[i].clone(), value.clone()).unwrap();
-                                }
-                            });
-                        }
-                    });
-                    // `iters` offers in all, spread over the threads: the wall time is their time.
-                    start.elapsed()
-                })
-            },
-        );
+        // Every thread over all the keys (a key offered by several tasks), and each thread over keys
+        // of its own (Connect's case: a source partition belongs to one task).
+        for (name, own_keys) in [("threads", false), ("threads_own_keys", true)] {
+            g.bench_with_input(
+                BenchmarkId::new(format!("buffer_{threads}_{name}"), n),
+                &n,
+                |b, _| {
+                    b.iter_custom(|iters| {
+                        let per = iters.div_ceil(threads as u64);
+                        let start = Instant::now();
+                        std::thread::scope(|s| {
+                            for t in 0..threads {
+                                let (ks, buffer, value) =
+                                    (Arc::clone(&ks), Arc::clone(&r.buffer), value.clone());
+                                s.spawn(move || {
+                                    let (step, mut i) = if own_keys {
+                                        (threads, t)
+                                    } else {
+                                        (1, t * 7919)
+                                    };
+                                    for _ in 0..per {
+                                        i = (i + step) % n;
+                                        buffer.offer(ks[i].clone(), value.clone()).unwrap();
+                                    }
+                                });
+                            }
+                        });
+                        // `iters` offers in all, spread over the threads: the wall time is theirs.
+                        start.elapsed()
+                    })
+                },
+            );
+        }
     }
     g.finish();
 }
