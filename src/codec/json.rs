@@ -357,6 +357,37 @@ pub fn decode_value(bytes: &[u8]) -> Result<Option<FieldMap>> {
     }
 }
 
+/// Checks a record value as [`decode_value`] does, without building the offset: true for an
+/// offset object, false for `null` (a reset). For readers that keep the bytes.
+pub fn check_value(bytes: &[u8]) -> Result<bool> {
+    const WHAT: &str = "offset value";
+    match parse(bytes).map_err(|r| Error::decode(WHAT, r))? {
+        Json::Null => Ok(false),
+        Json::Object(members) => match nested_member(&members, "offset") {
+            Some(r) => Err(Error::decode(WHAT, r)),
+            None => Ok(true),
+        },
+        other => Err(Error::decode(
+            WHAT,
+            format!(
+                "an offset must be an object or null, found {}",
+                other.kind()
+            ),
+        )),
+    }
+}
+
+/// Why `members` cannot be a partition or offset, if one of them is nested.
+fn nested_member(members: &[(String, Json)], what: &str) -> Option<String> {
+    let (name, nested) = members
+        .iter()
+        .find(|(_, j)| matches!(j, Json::Array(_) | Json::Object(_)))?;
+    Some(format!(
+        "field `{name}` of the {what} is {}; Kafka Connect offsets allow only null, boolean, number, string or bytes values",
+        nested.kind()
+    ))
+}
+
 /// Decodes a JSON object of primitive values (a partition or offset given by a user).
 pub fn decode_map(bytes: &[u8], what: &'static str) -> Result<FieldMap> {
     match parse(bytes).map_err(|r| Error::decode(what, r))? {
@@ -372,6 +403,9 @@ pub fn decode_map(bytes: &[u8], what: &'static str) -> Result<FieldMap> {
 
 /// Turns parsed object members into a [`FieldMap`], refusing nested values by field name.
 pub fn to_map(members: Vec<(String, Json)>, what: &str) -> std::result::Result<FieldMap, String> {
+    if let Some(reason) = nested_member(&members, what) {
+        return Err(reason);
+    }
     let mut map = FieldMap::new();
     for (name, json) in members {
         let value = match json {
@@ -380,12 +414,7 @@ pub fn to_map(members: Vec<(String, Json)>, what: &str) -> std::result::Result<F
             Json::Int(i) => Value::Int(i),
             Json::Float(f) => Value::Float(f),
             Json::String(s) => Value::String(s),
-            nested @ (Json::Array(_) | Json::Object(_)) => {
-                return Err(format!(
-                    "field `{name}` of the {what} is {}; Kafka Connect offsets allow only null, boolean, number, string or bytes values",
-                    nested.kind()
-                ));
-            }
+            Json::Array(_) | Json::Object(_) => unreachable!("refused above"),
         };
         map.insert(name, value);
     }

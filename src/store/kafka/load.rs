@@ -545,10 +545,10 @@ fn apply(
     let key = rec.key.clone().map(|r| &bytes[r]);
     let value = rec.value.clone().map(|r| &bytes[r]);
     match decode(key, value) {
-        Ok(Record::Offset { key: k, offset }) => {
+        Ok(Record::Offset { key: k, live }) => {
             let raw = key.unwrap_or_default();
-            match (offset, value) {
-                (Some(_), Some(value)) => {
+            match (live, value) {
+                (true, Some(value)) => {
                     let stamp = Stamp {
                         timestamp: rec.timestamp,
                         partition: rec.partition,

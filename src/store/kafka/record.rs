@@ -6,7 +6,6 @@
 
 use rdkafka::message::{Header, Headers, OwnedHeaders};
 
-use crate::Offset;
 use crate::codec::json::{self, Json};
 use crate::model::{Batch, OffsetKey};
 
@@ -35,11 +34,9 @@ pub(super) fn marker_value(seq: u64) -> Vec<u8> {
 
 /// What one record of the topic is.
 pub(super) enum Record {
-    /// An offset (`Some`) or a reset (`None`) of a Connect key.
-    Offset {
-        key: OffsetKey,
-        offset: Option<Offset>,
-    },
+    /// An offset (`live`: its value is a valid offset object, kept as bytes) or a reset of a
+    /// Connect key.
+    Offset { key: OffsetKey, live: bool },
     /// A writer's marker; `None` when the marker itself was deleted (tombstoned by an operator).
     Marker { writer: String, seq: Option<u64> },
 }
@@ -73,11 +70,11 @@ pub(super) fn decode(
         });
     }
     let key = json::decode_key(key).map_err(|e| e.to_string())?;
-    let offset = match value {
-        None => None,
-        Some(v) => json::decode_value(v).map_err(|e| e.to_string())?,
+    let live = match value {
+        None => false,
+        Some(v) => json::check_value(v).map_err(|e| e.to_string())?,
     };
-    Ok(Record::Offset { key, offset })
+    Ok(Record::Offset { key, live })
 }
 
 /// The `(writer, seq)` headers of a record, when it has both and they parse.
@@ -132,10 +129,6 @@ mod tests {
     use super::*;
     use crate::Partition;
 
-    fn pos(n: i64) -> Offset {
-        Offset::new().with("position", n)
-    }
-
     #[test]
     fn markers_decode_and_escape() {
         let k = marker_key("w \"1\"");
@@ -163,18 +156,24 @@ mod tests {
     fn offsets_and_resets_decode() {
         let key = br#"["c",{"p":1}]"#;
         match decode(Some(key), Some(br#"{"position":3}"#)) {
-            Ok(Record::Offset { key: k, offset }) => {
+            Ok(Record::Offset { key: k, live }) => {
                 assert_eq!(k, OffsetKey::new("c", Partition::new().with("p", 1)));
-                assert_eq!(offset, Some(pos(3)));
+                assert!(live);
             }
             _ => panic!("not an offset"),
         }
         assert!(matches!(
             decode(Some(key), None),
-            Ok(Record::Offset { offset: None, .. })
+            Ok(Record::Offset { live: false, .. })
+        ));
+        assert!(matches!(
+            decode(Some(key), Some(b"null")),
+            Ok(Record::Offset { live: false, .. })
         ));
         let e = decode(Some(key), Some(br#"{"x":{"y":1}}"#)).err().unwrap();
         assert!(e.contains("field `x`"), "{e}");
+        let e = decode(Some(key), Some(b"[1]")).err().unwrap();
+        assert!(e.contains("object or null"), "{e}");
     }
 
     /// What the writer puts on a sequenced batch's records is what the reader takes from them.
