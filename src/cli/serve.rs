@@ -166,6 +166,9 @@ impl Server {
                     path.display()
                 ),
             ),
+            // A partition or offset the store cannot take (a sink connector's, say): the
+            // client's mistake, as Connect's BadRequestException.
+            Error::InvalidData(reason) => Reply::error(400, &reason),
             other => Reply::error(500, &other.to_string()),
         }
     }
