@@ -136,7 +136,8 @@ pub(crate) struct LagArgs {
     #[arg(long)]
     wal_dir: Option<PathBuf>,
     /// Brokers of the topics that sink-style partitions (`kafka_topic`, `kafka_partition`) name, for
-    /// their lag (log-end minus committed offset). Default: the store's brokers when it is kafka://.
+    /// their lag (log-end minus committed offset). Default: the store's brokers when it is
+    /// kafka:// or kafka-group://.
     #[arg(long)]
     kafka: Option<String>,
     /// Print JSON.
@@ -611,7 +612,8 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
             }
         }
     }
-    if a.wal_dir.is_none() {
+    // A sink connector's position is its group's, committed by its consumer: no log to ask.
+    if a.wal_dir.is_none() && store.kind() != "kafka-group" {
         eprintln!(
             "note: the {} store keeps no commit times; pass --wal-dir (the worker's log) for commit ages, or scrape the worker's connect_offsets_connector_oldest_pending_age_seconds",
             store.kind()
