@@ -15,7 +15,9 @@ use connect_offsets::store::OffsetStoreExt;
 use connect_offsets::store::kafka::KafkaGroupStore;
 use connect_offsets::{Error, Offset, OffsetKey, OffsetStore, Partition};
 use http_util::{Serve, request};
-use kafka_util::{TopicGuard, bootstrap, cli, create_topic, produce_plain, unique_topic};
+use kafka_util::{
+    TopicGuard, bootstrap, cli, create_topic, produce_plain, sasl_bootstrap, unique_topic,
+};
 use rdkafka::ClientConfig;
 use rdkafka::TopicPartitionList;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -449,4 +451,35 @@ fn export_import_and_migrate_between_groups_and_a_commit_buffer_is_refused() {
         .reset_namespace("x")
         .unwrap();
     }
+}
+
+#[test]
+fn sasl_settings_reach_every_client_and_the_password_never_shows() {
+    let t = topic(1);
+    let name = connector();
+    commit(&format!("connect-{name}"), &t, &[(0, 2)]);
+    let sasl = |password: &str, timeout: u32| {
+        format!(
+            "kafka-group://{}/?timeout.ms={timeout}&security.protocol=SASL_PLAINTEXT&sasl.mechanism=PLAIN\
+             &sasl.username=connect-offsets&sasl.password={password}",
+            sasl_bootstrap()
+        )
+    };
+    let store = KafkaGroupStore::open(&sasl("connect-offsets-secret", 300_000)).unwrap();
+    assert_eq!(
+        store.partitions(&name).unwrap(),
+        vec![(key(&name, &t, 0), at(2))]
+    );
+    store.set(key(&name, &t, 0), at(5)).unwrap();
+    assert_eq!(store.get(&key(&name, &t, 0)).unwrap(), Some(at(5)));
+    store.reset_namespace(&name).unwrap();
+    let shown = format!("{store:?}");
+    assert!(!shown.contains("connect-offsets-secret"), "{shown}");
+    let e = KafkaGroupStore::open(&sasl("WrongHorseBattery", 10_000))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        !e.contains("WrongHorseBattery") && e.contains("reach the brokers"),
+        "{e}"
+    );
 }

@@ -190,13 +190,15 @@ impl KafkaGroupStore {
         }
         let names = GroupNames::new(url.param("group"), url.param("connector"))?;
         let secrets = Arc::new(Secrets::of(&properties));
-        let mut store = KafkaGroupStore {
+        let meta = Self::client(hosts, &properties, &secrets, "group metadata")?;
+        let admin = Self::client(hosts, &properties, &secrets, "group admin")?;
+        let store = KafkaGroupStore {
             bootstrap: hosts.trim().to_string(),
             names,
             timeout,
             properties,
-            meta: Self::client(hosts, &[], &secrets, "group metadata")?,
-            admin: Self::client(hosts, &[], &secrets, "group admin")?,
+            meta,
+            admin,
             secrets,
         };
         // Fail at open on unreachable brokers or refused credentials, not at the first request.
@@ -210,17 +212,16 @@ impl KafkaGroupStore {
                     &e,
                 )
             })?;
-        store.properties.shrink_to_fit();
         Ok(store)
     }
 
     fn client<T: FromClientConfigAndContext<Ctx>>(
         hosts: &str,
-        extra: &[(&str, &str)],
+        properties: &[(String, String)],
         secrets: &Arc<Secrets>,
         role: &str,
     ) -> Result<T> {
-        Self::config(hosts, extra, &[])
+        Self::config(hosts, &[], properties)
             .create_with_context(Ctx::new(secrets.clone(), role))
             .map_err(|e| {
                 Error::store_caused(STORE, format!("create the {role} client for {hosts}"), e)
@@ -616,6 +617,8 @@ impl OffsetStore for KafkaGroupStore {
         let candidates: BTreeSet<(String, String)> = list
             .groups()
             .iter()
+            // Connect workers' own groups (`connect`) and others hold no consumer offsets.
+            .filter(|g| matches!(g.protocol_type(), "consumer" | ""))
             .filter_map(|g| {
                 self.names
                     .connector_of(g.name())
