@@ -53,7 +53,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 // Denied, not forbidden: two modules may allow it, librdkafka calls rdkafka's safe API lacks
-// (store::kafka::topic_id, store::kafka::group::delete_offsets).
+// (store::kafka::topic_id, store::kafka::group::group_admin).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 pub mod buffer;

@@ -9,7 +9,7 @@
 //! is what Connect's `PATCH` and `DELETE /connectors/{name}/offsets` do (`Worker.modifySinkConnectorOffsets`):
 //! * offsets are committed for the group (an `OffsetCommit` from a client that never joins it, the
 //!   Admin API's `alterConsumerGroupOffsets`); `null` offsets are deleted (`OffsetDelete`, through
-//!   librdkafka's `DeleteConsumerGroupOffsets`, `delete_offsets.rs`);
+//!   librdkafka's `DeleteConsumerGroupOffsets`, `group_admin.rs`);
 //! * a write that resets every partition the group has committed deletes the group instead, as
 //!   Connect's reset does; a group that does not exist counts as reset;
 //! * refused, with nothing changed, while the group has members (the connector is running, or its
@@ -20,7 +20,7 @@
 //!   falls back to `auto.offset.reset` (Connect's sinks: `earliest`, the whole partition again), which
 //!   is never what moving an offset meant, so it is refused. Below the log start is accepted: the
 //!   same fallback then starts from the first record there is, which is what "from the start" means.
-//!   A reset (`null`) of a topic that no longer exists is accepted, to clear what it left behind.
+//!   A reset (`null`) needs no such check: deleting an offset that is not there changes nothing.
 //!
 //! Not atomic ([`OffsetStore::atomic`] is false): commits and deletions are two requests. It keeps
 //! no writer sequence, so a [`CommitBuffer`](crate::buffer::CommitBuffer) refuses to open over it
@@ -31,7 +31,7 @@ pub mod entry;
 pub mod names;
 
 #[allow(unsafe_code)]
-mod delete_offsets;
+mod group_admin;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -295,59 +295,30 @@ impl KafkaGroupStore {
             .collect())
     }
 
-    /// Every partition of every topic (internal ones aside).
-    fn all_partitions(&self) -> Result<TopicPartitionList> {
-        let md = self
-            .meta
-            .fetch_metadata(None, self.timeout)
-            .map_err(|e| self.error(&self.meta, "fetch the cluster's topics", &e))?;
-        let mut list = TopicPartitionList::new();
-        for t in md.topics() {
-            if t.name().starts_with("__") {
-                continue;
-            }
-            for p in t.partitions() {
-                list.add_partition(t.name(), p.id());
-            }
-        }
-        Ok(list)
-    }
-
-    /// The committed offsets of `group` in `list`.
+    /// The committed offsets of `group`: every one (`None`), or those of `partitions`. A group that
+    /// does not exist has none.
     fn committed_in(
         &self,
         group: &str,
-        list: TopicPartitionList,
+        partitions: Option<&[TopicPartition]>,
     ) -> Result<BTreeMap<TopicPartition, i64>> {
-        let mut out = BTreeMap::new();
-        if list.count() == 0 {
-            return Ok(out);
+        match group_admin::list_offsets(self.admin.inner(), group, partitions, self.timeout) {
+            Ok(rows) => Ok(rows.into_iter().collect()),
+            Err(f) if f.code == RDKafkaErrorCode::GroupIdNotFound => Ok(BTreeMap::new()),
+            Err(f) => Err(Error::store(
+                STORE,
+                format!(
+                    "list the offsets of consumer group `{group}`: {} ({})",
+                    self.admin.inner().context().scrub(&f.text),
+                    f.code
+                ),
+            )),
         }
-        let client = self.group_client(group)?;
-        let got = client.committed_offsets(list, self.timeout).map_err(|e| {
-            self.error(
-                &client,
-                format!("fetch the offsets of consumer group `{group}`"),
-                &e,
-            )
-        })?;
-        for e in got.elements() {
-            if let RdOffset::Offset(n) = e.offset() {
-                out.insert(
-                    TopicPartition {
-                        topic: e.topic().to_string(),
-                        partition: e.partition(),
-                    },
-                    n,
-                );
-            }
-        }
-        Ok(out)
     }
 
-    /// Every committed offset of `group`.
+    /// Every committed offset of `group` (what Connect's `GET` lists).
     pub fn committed(&self, group: &str) -> Result<BTreeMap<TopicPartition, i64>> {
-        self.committed_in(group, self.all_partitions()?)
+        self.committed_in(group, None)
     }
 
     /// The log end (high watermark) of a partition that must exist; errors name what is missing.
@@ -463,8 +434,7 @@ impl KafkaGroupStore {
             .map(|(tp, _)| tp.clone())
             .collect();
         if !deletes.is_empty() {
-            match delete_offsets::delete_offsets(self.admin.inner(), &group, &deletes, self.timeout)
-            {
+            match group_admin::delete_offsets(self.admin.inner(), &group, &deletes, self.timeout) {
                 Ok(refused) if refused.is_empty() => {}
                 Ok(refused) => {
                     if refused.iter().any(|(_, c)| is_member_refusal(*c)) {
@@ -592,10 +562,8 @@ impl OffsetStore for KafkaGroupStore {
     fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> {
         let tp = entry::parse_key(key)?;
         let group = self.names.group_of(key.namespace())?;
-        let mut list = TopicPartitionList::new();
-        list.add_partition(&tp.topic, tp.partition);
         Ok(self
-            .committed_in(&group, list)?
+            .committed_in(&group, Some(std::slice::from_ref(&tp)))?
             .get(&tp)
             .map(|n| entry::offset_of(*n)))
     }
@@ -628,10 +596,9 @@ impl OffsetStore for KafkaGroupStore {
         if candidates.is_empty() {
             return Ok(Vec::new());
         }
-        let all = self.all_partitions()?;
         let mut out = Vec::new();
         for (connector, group) in candidates {
-            if !self.committed_in(&group, all.clone())?.is_empty() {
+            if !self.committed(&group)?.is_empty() {
                 out.push(connector);
             }
         }
