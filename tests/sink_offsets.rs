@@ -105,9 +105,15 @@ fn at(n: i64) -> Offset {
 
 /// A member of `group` subscribed to `topic` (a running sink task), once it has its assignment.
 fn member(group: &str, topic: &str) -> BaseConsumer {
+    member_of(group, topic, "classic")
+}
+
+/// [`member`] with `group.protocol` `classic` (Connect's default) or `consumer` (KIP-848).
+fn member_of(group: &str, topic: &str, protocol: &str) -> BaseConsumer {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap())
         .set("group.id", group)
+        .set("group.protocol", protocol)
         .set("client.id", "sink-task-0")
         .set("enable.auto.commit", "false")
         .create()
@@ -482,4 +488,28 @@ fn sasl_settings_reach_every_client_and_the_password_never_shows() {
         !e.contains("WrongHorseBattery") && e.contains("reach the brokers"),
         "{e}"
     );
+}
+
+#[test]
+fn a_group_of_the_new_consumer_protocol_with_a_member_is_refused_too() {
+    let t = topic(2);
+    let name = connector();
+    let group = format!("connect-{name}");
+    commit(&group, &t, &[(0, 3), (1, 4)]);
+    let task = member_of(&group, &t, "consumer");
+    let store = KafkaGroupStore::open(&url()).unwrap();
+    let before = committed(&group, &t, 2);
+    for e in [
+        store.set(key(&name, &t, 0), at(1)).unwrap_err(),
+        store.reset(key(&name, &t, 1)).unwrap_err(),
+        store.reset_namespace(&name).unwrap_err(),
+    ] {
+        let e = e.to_string();
+        assert!(
+            e.contains("zombie sink tasks") && e.contains("nothing was changed"),
+            "{e}"
+        );
+    }
+    assert_eq!(committed(&group, &t, 2), before);
+    drop(task);
 }

@@ -109,6 +109,17 @@ enum Modification {
 /// Connect's message (`Worker.alterSinkConnectorOffsets`, `resetSinkConnectorOffsets`) for a group
 /// that still has members, then who they are.
 fn zombie(connector: &str, group: &str, how: Modification, members: &[String]) -> Error {
+    zombie_after(connector, group, how, members, "nothing was changed")
+}
+
+/// [`zombie`], saying what was done before the refusal.
+fn zombie_after(
+    connector: &str,
+    group: &str,
+    how: Modification,
+    members: &[String],
+    done: &str,
+) -> Error {
     let (verb, noun) = match how {
         Modification::Alter => ("alter", "alter"),
         Modification::Reset => ("reset", "reset"),
@@ -128,7 +139,7 @@ fn zombie(connector: &str, group: &str, how: Modification, members: &[String]) -
          haven't stopped completely yet or the connector was resumed before the request to {noun} \
          its offsets could be successfully completed. If the connector is in a stopped state, this \
          operation can be safely retried. If it doesn't eventually succeed, the Connect cluster may \
-         need to be restarted to get rid of the zombie sink tasks. ({who}; nothing was changed)"
+         need to be restarted to get rid of the zombie sink tasks. ({who}; {done})"
     ))
 }
 
@@ -141,6 +152,8 @@ fn is_member_refusal(code: RDKafkaErrorCode) -> bool {
             | RDKafkaErrorCode::RebalanceInProgress
             | RDKafkaErrorCode::GroupSubscribedToTopic
             | RDKafkaErrorCode::NonEmptyGroup
+            | RDKafkaErrorCode::StaleMemberEpoch
+            | RDKafkaErrorCode::FencedMemberEpoch
     )
 }
 
@@ -433,12 +446,19 @@ impl KafkaGroupStore {
             .filter(|(_, p)| p.is_none())
             .map(|(tp, _)| tp.clone())
             .collect();
+        // A member that joined between the check and now: the commit above may have gone through.
+        let done = if commits.count() > 0 {
+            "the offsets given were committed, the resets were not done"
+        } else {
+            "nothing was changed"
+        };
         if !deletes.is_empty() {
             match group_admin::delete_offsets(self.admin.inner(), &group, &deletes, self.timeout) {
                 Ok(refused) if refused.is_empty() => {}
                 Ok(refused) => {
                     if refused.iter().any(|(_, c)| is_member_refusal(*c)) {
-                        return Err(zombie(connector, &group, how, &self.members(&group)?));
+                        let members = self.members(&group)?;
+                        return Err(zombie_after(connector, &group, how, &members, done));
                     }
                     let shown: Vec<String> =
                         refused.iter().map(|(tp, c)| format!("{tp}: {c}")).collect();
@@ -453,7 +473,8 @@ impl KafkaGroupStore {
                 // Nothing committed, nothing to delete.
                 Err(f) if f.code == RDKafkaErrorCode::GroupIdNotFound => {}
                 Err(f) if is_member_refusal(f.code) => {
-                    return Err(zombie(connector, &group, how, &self.members(&group)?));
+                    let members = self.members(&group)?;
+                    return Err(zombie_after(connector, &group, how, &members, done));
                 }
                 Err(f) => {
                     return Err(Error::store(
