@@ -6,7 +6,9 @@
 //!    writes exactly the records from there on, nothing before them, each once;
 //! 3. while the sink runs (its group has members) our `set` is refused with Connect's message,
 //!    and nothing changes;
-//! 4. stopped again, our `reset --all` makes Connect's `GET` answer `{"offsets":[]}`.
+//! 4. stopped again, Connect's `PATCH` (a string offset and a `null`) reads back through our store as
+//!    through Connect, our `serve`'s `PATCH` reads back through Connect, and our `reset --all` makes
+//!    Connect's `GET` answer `{"offsets":[]}`.
 #![cfg(all(feature = "kafka", feature = "cli"))]
 
 mod http_util;
@@ -328,8 +330,33 @@ fn a_real_sink_connector_and_our_kafka_group_store_agree() {
             .is_some()
     );
 
-    // 4. Stopped, our reset of everything makes Connect's GET empty.
+    // 4. Stopped, Connect's PATCH (a string offset, a null) reads back here as it does there, and
+    // our serve's PATCH reads back in Connect; then our reset of everything makes Connect's GET empty.
     sink.stop(&store);
+    let body = |p0: &str, p1: &str| {
+        format!(
+            r#"{{"offsets":[{{"partition":{{"kafka_topic":"{topic}","kafka_partition":0}},"offset":{p0}}},{{"partition":{{"kafka_topic":"{topic}","kafka_partition":1}},"offset":{p1}}}]}}"#
+        )
+    };
+    let (st, text) = http(
+        "PATCH",
+        &sink.url("/offsets"),
+        Some(&body(r#"{"kafka_offset":"5"}"#, "null")),
+    );
+    assert_eq!(st, 200, "Connect's PATCH: {text}");
+    let five: BTreeSet<_> = [(topic.to_string(), 0, 5)].into();
+    sink.wait_offsets(&five);
+    let ours = parse(&cli(&["list", "--store", &store_url, "--connector", &name]));
+    assert_eq!(positions(&ours), five);
+    let serve = Serve::start(&["--store", &store_url]);
+    let (st, text) = http(
+        "PATCH",
+        &serve.offsets_url(&name),
+        Some(&body(r#"{"kafka_offset":7}"#, r#"{"kafka_offset":12}"#)),
+    );
+    assert_eq!(st, 200, "our PATCH: {text}");
+    drop(serve);
+    sink.wait_offsets(&[(topic.to_string(), 0, 7), (topic.to_string(), 1, 12)].into());
     cli(&[
         "reset",
         "--store",
