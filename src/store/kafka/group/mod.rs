@@ -36,7 +36,7 @@ mod group_admin;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::config::FromClientConfigAndContext;
@@ -215,17 +215,49 @@ impl KafkaGroupStore {
             secrets,
         };
         // Fail at open on unreachable brokers or refused credentials, not at the first request.
-        store
-            .meta
-            .fetch_metadata(None, store.timeout)
-            .map_err(|e| {
-                store.error(
-                    &store.meta,
-                    format!("reach the brokers {}", store.bootstrap),
-                    &e,
-                )
-            })?;
+        store.reach()?;
         Ok(store)
+    }
+
+    /// Asks the brokers for metadata in slices of a second, so that refused credentials (which
+    /// librdkafka reports as events, not as the call's error) end the wait at once.
+    fn reach(&self) -> Result<()> {
+        let deadline = Instant::now() + self.timeout;
+        let ctx = self.meta.context();
+        loop {
+            let slice = deadline
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_secs(1));
+            let result = self.meta.fetch_metadata(None, slice);
+            while let Some(event) = self.meta.poll(Duration::ZERO) {
+                if let Err(e) = event {
+                    ctx.note_error(&e);
+                }
+            }
+            if let Some(reason) = ctx.auth_error() {
+                return Err(Error::store(
+                    STORE,
+                    format!(
+                        "authentication failed at {}: {reason} (check sasl.mechanism, sasl.username and sasl.password)",
+                        self.bootstrap
+                    ),
+                ));
+            }
+            match result {
+                Ok(_) => return Ok(()),
+                Err(e) if Instant::now() >= deadline => {
+                    return Err(self.error(
+                        &self.meta,
+                        format!(
+                            "reach the brokers {} within {:?}",
+                            self.bootstrap, self.timeout
+                        ),
+                        &e,
+                    ));
+                }
+                Err(_) => {}
+            }
+        }
     }
 
     fn client<T: FromClientConfigAndContext<Ctx>>(
