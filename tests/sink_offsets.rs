@@ -270,6 +270,18 @@ fn bad_input_is_refused_naming_what_was_wrong_and_nothing_changes() {
         assert_eq!(committed(&group, &t, 2), before, "after {text}");
     }
 
+    // Another connector's bad entry in the same write: this connector's group is not changed either.
+    let other = connector();
+    let e = store
+        .write(vec![
+            good.clone(),
+            (key(&other, "co-test-no-such-topic-ever", 0), Some(at(1))),
+        ])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&format!("sink connector `{other}`")), "{e}");
+    assert_eq!(committed(&group, &t, 2), before);
+
     // The REST API answers 400 with the same reason (Connect: BadRequestException).
     let serve = Serve::start(&["--store", &url(), "--connector", &name]);
     let (st, body) = request(

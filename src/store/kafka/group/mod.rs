@@ -106,6 +106,17 @@ enum Modification {
     Reset,
 }
 
+/// One connector's checked changes.
+struct Plan<'a> {
+    connector: &'a str,
+    group: String,
+    how: Modification,
+    /// Every committed partition reset: the group is deleted.
+    reset_all: bool,
+    commits: TopicPartitionList,
+    deletes: Vec<TopicPartition>,
+}
+
 /// Connect's message (`Worker.alterSinkConnectorOffsets`, `resetSinkConnectorOffsets`) for a group
 /// that still has members, then who they are.
 fn zombie(connector: &str, group: &str, how: Modification, members: &[String]) -> Error {
@@ -120,9 +131,9 @@ fn zombie_after(
     members: &[String],
     done: &str,
 ) -> Error {
-    let (verb, noun) = match how {
-        Modification::Alter => ("alter", "alter"),
-        Modification::Reset => ("reset", "reset"),
+    let verb = match how {
+        Modification::Alter => "alter",
+        Modification::Reset => "reset",
     };
     let who = if members.is_empty() {
         "the broker refused the change for a member of the group".to_string()
@@ -136,7 +147,7 @@ fn zombie_after(
     };
     Error::State(format!(
         "Failed to {verb} consumer group offsets for connector {connector} either because its tasks \
-         haven't stopped completely yet or the connector was resumed before the request to {noun} \
+         haven't stopped completely yet or the connector was resumed before the request to {verb} \
          its offsets could be successfully completed. If the connector is in a stopped state, this \
          operation can be safely retried. If it doesn't eventually succeed, the Connect cluster may \
          need to be restarted to get rid of the zombie sink tasks. ({who}; {done})"
@@ -418,12 +429,12 @@ impl KafkaGroupStore {
         Ok(high)
     }
 
-    /// Applies one connector's changes. Everything is checked before anything is changed.
-    fn modify(
+    /// Checks one connector's changes and says what they take; changes nothing.
+    fn plan<'a>(
         &self,
-        connector: &str,
+        connector: &'a str,
         changes: &BTreeMap<TopicPartition, Option<i64>>,
-    ) -> Result<()> {
+    ) -> Result<Plan<'a>> {
         let group = self.names.group_of(connector)?;
         let resets_only = changes.values().all(Option::is_none);
         // Connect's reset of everything: the group goes (a group that does not exist is reset).
@@ -457,6 +468,31 @@ impl KafkaGroupStore {
                 .add_partition_offset(&tp.topic, tp.partition, RdOffset::Offset(*pos))
                 .map_err(|e| Error::store_caused(STORE, format!("offset {pos} of {tp}"), e))?;
         }
+        let deletes = changes
+            .iter()
+            .filter(|(_, p)| p.is_none())
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        Ok(Plan {
+            connector,
+            group,
+            how,
+            reset_all,
+            commits,
+            deletes,
+        })
+    }
+
+    /// Makes the changes of a checked plan.
+    fn execute(&self, plan: Plan<'_>) -> Result<()> {
+        let Plan {
+            connector,
+            group,
+            how,
+            reset_all,
+            commits,
+            deletes,
+        } = plan;
         if reset_all {
             return self.delete_group(connector, &group);
         }
@@ -473,11 +509,6 @@ impl KafkaGroupStore {
                 ));
             }
         }
-        let deletes: Vec<TopicPartition> = changes
-            .iter()
-            .filter(|(_, p)| p.is_none())
-            .map(|(tp, _)| tp.clone())
-            .collect();
         // A member that joined between the check and now: the commit above may have gone through.
         let done = if commits.count() > 0 {
             "the offsets given were committed, the resets were not done"
@@ -587,17 +618,13 @@ impl OffsetStore for KafkaGroupStore {
                 .or_default()
                 .insert(tp, pos);
         }
-        // One connector's group with members refuses the whole batch before any group is changed
-        // (with one connector, `modify` checks, with the wording of what it would do).
-        for connector in per_connector.keys().filter(|_| per_connector.len() > 1) {
-            let group = self.names.group_of(connector)?;
-            let members = self.members(&group)?;
-            if !members.is_empty() {
-                return Err(zombie(connector, &group, Modification::Alter, &members));
-            }
-        }
-        for (connector, changes) in &per_connector {
-            self.modify(connector, changes)?;
+        // Every connector's changes are checked before any group is changed.
+        let plans = per_connector
+            .iter()
+            .map(|(connector, changes)| self.plan(connector, changes))
+            .collect::<Result<Vec<_>>>()?;
+        for plan in plans {
+            self.execute(plan)?;
         }
         Ok(())
     }
