@@ -27,6 +27,7 @@
 //! | `memory://` | [`store::MemoryStore`] | always |
 //! | `rocksdb:///var/lib/offsets` | `store::rocksdb::RocksDbStore` | `rocksdb` (default) |
 //! | `kafka://127.0.0.1:9092/connect-offsets?partitions=25` | `store::kafka::KafkaStore` | `kafka` |
+//! | `kafka-group://127.0.0.1:9092/?group=connect-{connector}` (sink connectors) | `store::kafka::KafkaGroupStore` | `kafka` |
 //!
 //! A URL naming a backend whose feature is off fails with [`Error::FeatureDisabled`] naming the feature.
 //!
@@ -51,8 +52,8 @@
 //! buffer.close()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-// Denied, not forbidden: one module may allow it, a librdkafka call rdkafka's safe API lacks
-// (store::kafka::topic_id).
+// Denied, not forbidden: two modules may allow it, librdkafka calls rdkafka's safe API lacks
+// (store::kafka::topic_id, store::kafka::group::group_admin).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 pub mod buffer;

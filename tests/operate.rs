@@ -359,7 +359,7 @@ fn lag_reports_what_it_knows() {
     let table = ok(&out);
     assert_eq!(
         table,
-        "CONNECTOR\tPARTITIONS\tSINK\tSINK_LAG\tCOMMIT_AGE\tUNAPPLIED\nfile-source\t2\t0\t-\tunknown\t0\norders-sink\t1\t1\t-\tunknown\t0\n"
+        "CONNECTOR\tPARTITIONS\tSINK\tSINK_LAG\tCOMMIT_AGE\tUNAPPLIED\nfile-source\t2\t0\t-\tunknown\t0\norders-sink\t1\t1\t-\tunknown\t0\n\nCONNECTOR\tKAFKA_TOPIC\tKAFKA_PARTITION\tCOMMITTED\tLOG_END\tLAG\norders-sink\torders\t0\t5000\t-\t-\n"
     );
     let err = text(&out.stderr);
     assert!(
@@ -368,7 +368,7 @@ fn lag_reports_what_it_knows() {
     );
     let json = ok(&cli(&["lag", "--store", &db, "--json"]));
     assert!(
-        json.contains(r#"{"name":"orders-sink","partitions":1,"sink_partitions":1,"commit_age_s":null,"unapplied_entries":0,"sink_lag":null}"#),
+        json.contains(r#"{"name":"orders-sink","partitions":1,"sink_partitions":1,"commit_age_s":null,"unapplied_entries":0,"sink_lag":null,"sink_partition_lag":[{"kafka_topic":"orders","kafka_partition":0,"committed":5000,"log_end":null,"lag":null}]}"#),
         "{json}"
     );
 }

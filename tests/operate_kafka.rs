@@ -233,11 +233,15 @@ fn lag_of_sink_partitions_is_log_end_minus_committed() {
     // Partition 0: 7 records, committed 4 → 3 behind; partition 1: 3 records, committed 3 → 0.
     let out = ok(&cli(&["lag", "--store", &kafka, "--json"]));
     assert!(
-        out.contains(r#"{"name":"my-sink","partitions":2,"sink_partitions":2,"commit_age_s":null,"unapplied_entries":0,"sink_lag":3}"#),
+        out.contains(&format!(r#"{{"name":"my-sink","partitions":2,"sink_partitions":2,"commit_age_s":null,"unapplied_entries":0,"sink_lag":3,"sink_partition_lag":[{{"kafka_topic":"{data}","kafka_partition":0,"committed":4,"log_end":7,"lag":3}},{{"kafka_topic":"{data}","kafka_partition":1,"committed":3,"log_end":3,"lag":0}}]}}"#)),
         "{out}"
     );
     let table = ok(&cli(&["lag", "--store", &kafka]));
     assert!(table.contains("my-sink\t2\t2\t3\t"), "{table}");
+    assert!(
+        table.contains(&format!("my-sink\t{data}\t0\t4\t7\t3\n")),
+        "{table}"
+    );
 }
 
 #[test]

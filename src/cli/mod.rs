@@ -43,7 +43,8 @@ struct Cli {
 
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct StoreArg {
-    /// The store: memory://, rocksdb:///path or kafka://host:port/topic?...
+    /// The store: memory://, rocksdb:///path, kafka://host:port/topic?... or
+    /// kafka-group://host:port/?group=connect-{connector} (sink connectors' consumer groups)
     #[arg(long, env = "CONNECT_OFFSETS_STORE")]
     pub(crate) store: String,
 }

@@ -136,7 +136,8 @@ pub(crate) struct LagArgs {
     #[arg(long)]
     wal_dir: Option<PathBuf>,
     /// Brokers of the topics that sink-style partitions (`kafka_topic`, `kafka_partition`) name, for
-    /// their lag (log-end minus committed offset). Default: the store's brokers when it is kafka://.
+    /// their lag (log-end minus committed offset). Default: the store's brokers when it is
+    /// kafka:// or kafka-group://.
     #[arg(long)]
     kafka: Option<String>,
     /// Print JSON.
@@ -427,6 +428,8 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
         sink_lag: Option<i64>,
         /// (topic, partition, committed offset) of each sink-style partition.
         sinks: Vec<(String, i32, i64)>,
+        /// Per sink-style partition: its log end, when known.
+        ends: Vec<Option<i64>>,
     }
     let mut rows: Vec<Row> = Vec::new();
     for c in store.namespaces()? {
@@ -439,6 +442,7 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
             commit_age: None,
             unapplied: 0,
             sink_lag: None,
+            ends: Vec::new(),
         });
     }
     if let Some(dir) = &a.wal_dir {
@@ -470,6 +474,7 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
                                 unapplied: 0,
                                 sink_lag: None,
                                 sinks: Vec::new(),
+                                ends: Vec::new(),
                             });
                             rows.last_mut().expect("just pushed")
                         }
@@ -490,8 +495,9 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
     let brokers = a.kafka.clone().or_else(|| {
         connect_offsets::store::StoreUrl::parse(&a.store.store)
             .ok()
-            .filter(|u| u.scheme == "kafka")
-            .and_then(|u| u.location.split_once('/').map(|(h, _)| h.to_string()))
+            .filter(|u| u.scheme == "kafka" || u.scheme == "kafka-group")
+            .and_then(|u| u.location.split('/').next().map(str::to_string))
+            .filter(|h| !h.is_empty())
     });
     let sink_note = match &brokers {
         Some(b) if cfg!(feature = "kafka") => {
@@ -505,7 +511,9 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
                 }
                 let mut total = Some(0);
                 for (t, p, committed) in &r.sinks {
-                    match ends.get(&(t.clone(), *p)) {
+                    let end = ends.get(&(t.clone(), *p));
+                    r.ends.push(end.and_then(|e| e.as_ref().ok().copied()));
+                    match end {
                         Some(Ok(end)) => total = total.map(|n| n + (end - committed).max(0)),
                         Some(Err(e)) => {
                             total = None;
@@ -532,15 +540,30 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
         let items: Vec<String> = rows
             .iter()
             .map(|r| {
+                let per: Vec<String> = r
+                    .sinks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (t, p, c))| {
+                        let end = r.ends.get(i).copied().flatten();
+                        format!(
+                            "{{\"kafka_topic\":{},\"kafka_partition\":{p},\"committed\":{c},\"log_end\":{},\"lag\":{}}}",
+                            quoted(t),
+                            end.map_or("null".to_string(), |e| e.to_string()),
+                            end.map_or("null".to_string(), |e| (e - c).max(0).to_string())
+                        )
+                    })
+                    .collect();
                 format!(
-                    "{{\"name\":{},\"partitions\":{},\"sink_partitions\":{},\"commit_age_s\":{},\"unapplied_entries\":{},\"sink_lag\":{}}}",
+                    "{{\"name\":{},\"partitions\":{},\"sink_partitions\":{},\"commit_age_s\":{},\"unapplied_entries\":{},\"sink_lag\":{},\"sink_partition_lag\":[{}]}}",
                     quoted(&r.connector),
                     r.partitions,
                     r.sink_partitions,
                     r.commit_age
                         .map_or("null".to_string(), |s| format!("{s:.3}")),
                     r.unapplied,
-                    r.sink_lag.map_or("null".to_string(), |l| l.to_string())
+                    r.sink_lag.map_or("null".to_string(), |l| l.to_string()),
+                    per.join(",")
                 )
             })
             .collect();
@@ -570,7 +593,27 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
             .as_bytes(),
         )?;
     }
-    if a.wal_dir.is_none() {
+    if rows.iter().any(|r| !r.sinks.is_empty()) {
+        print(b"")?;
+        print(b"CONNECTOR\tKAFKA_TOPIC\tKAFKA_PARTITION\tCOMMITTED\tLOG_END\tLAG")?;
+        for r in &rows {
+            for (i, (t, p, c)) in r.sinks.iter().enumerate() {
+                let end = r.ends.get(i).copied().flatten();
+                let shown = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
+                print(
+                    format!(
+                        "{}\t{t}\t{p}\t{c}\t{}\t{}",
+                        r.connector,
+                        shown(end),
+                        shown(end.map(|e| (e - c).max(0)))
+                    )
+                    .as_bytes(),
+                )?;
+            }
+        }
+    }
+    // A sink connector's position is its group's, committed by its consumer: no log to ask.
+    if a.wal_dir.is_none() && store.kind() != "kafka-group" {
         eprintln!(
             "note: the {} store keeps no commit times; pass --wal-dir (the worker's log) for commit ages, or scrape the worker's connect_offsets_connector_oldest_pending_age_seconds",
             store.kind()

@@ -17,7 +17,10 @@
 //! and a script can tell it from a failing store. Connect's success message has two forms; this server
 //! gives the one for connectors that leave their offsets to the framework (the "framework-managed"
 //! text), since a store cannot know whether a connector also keeps offsets elsewhere. Sink-style
-//! partitions are stored like any other (Connect keeps them in the consumer group `connect-<name>`). A connector is **unknown** when the store holds no offsets for it and it was neither
+//! partitions are stored like any other; over `kafka-group://` they are the connector's consumer
+//! group, as in Connect: a bad partition or offset answers 400 naming it, and a group with members
+//! 500 with Connect's "zombie sink tasks" message (Connect's status for it: a plain
+//! `ConnectException`). A connector is **unknown** when the store holds no offsets for it and it was neither
 //! named with `--connector` nor modified through this server since it started (Connect knows its
 //! connectors from their configs; a store only knows those with offsets).
 //!
@@ -166,6 +169,9 @@ impl Server {
                     path.display()
                 ),
             ),
+            // A partition or offset the store cannot take (a sink connector's, say): the
+            // client's mistake, as Connect's BadRequestException.
+            Error::InvalidData(reason) => Reply::error(400, &reason),
             other => Reply::error(500, &other.to_string()),
         }
     }

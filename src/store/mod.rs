@@ -9,6 +9,7 @@
 //! | `memory://` | [`MemoryStore`] | always |
 //! | `rocksdb:///var/lib/offsets` | [`RocksDbStore`](rocksdb::RocksDbStore) | `rocksdb` |
 //! | `kafka://127.0.0.1:9092/connect-offsets?partitions=25` | `KafkaStore` | `kafka` |
+//! | `kafka-group://127.0.0.1:9092/?group=connect-{connector}` | `KafkaGroupStore` (sink connectors) | `kafka` |
 
 use std::fmt;
 use std::sync::Arc;
@@ -35,7 +36,7 @@ pub use url::{StoreUrl, open};
 ///   changes nothing (a batch with `seq == 0` is unsequenced: always applied, nothing recorded);
 /// * **ordered with its sequence record**: `applied_seq(writer)` is stored in the same atomic write.
 pub trait OffsetStore: Send + Sync + fmt::Debug {
-    /// The backend's name: `"memory"`, `"rocksdb"` or `"kafka"`.
+    /// The backend's name: `"memory"`, `"rocksdb"`, `"kafka"` or `"kafka-group"`.
     fn kind(&self) -> &'static str;
 
     /// Applies every entry of `batch` (`None` resets the key), atomically and idempotently.

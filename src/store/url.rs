@@ -177,7 +177,9 @@ impl StoreUrl {
 /// * `memory://`: a new, empty [`MemoryStore`](super::MemoryStore);
 /// * `rocksdb:///absolute/path` or `rocksdb://relative/path`, optional `?sync=true`;
 /// * `kafka://host:port[,host:port]/topic?partitions=25&replication=3&...` (feature `kafka`; any other
-///   parameter is passed to librdkafka).
+///   parameter is passed to librdkafka);
+/// * `kafka-group://host:port[,host:port]/?group=connect-{connector}` (feature `kafka`): sink
+///   connectors' consumer groups ([`KafkaGroupStore`](super::kafka::KafkaGroupStore)).
 ///
 /// ```
 /// use connect_offsets::store::{open, OffsetStoreExt};
@@ -201,8 +203,9 @@ pub fn open(raw: &str) -> Result<Box<dyn OffsetStore>> {
         }
         "rocksdb" => open_rocksdb(&url),
         "kafka" => open_kafka(&url),
+        "kafka-group" => open_kafka_group(&url),
         other => Err(url.error(format!(
-            "unknown scheme `{other}` (known: memory, rocksdb, kafka)"
+            "unknown scheme `{other}` (known: memory, rocksdb, kafka, kafka-group)"
         ))),
     }
 }
@@ -243,6 +246,16 @@ fn open_kafka(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
         url: url.to_string(),
         feature: "kafka",
     })
+}
+
+#[cfg(feature = "kafka")]
+fn open_kafka_group(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
+    Ok(Box::new(super::kafka::KafkaGroupStore::open_url(url)?))
+}
+
+#[cfg(not(feature = "kafka"))]
+fn open_kafka_group(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
+    open_kafka(url)
 }
 
 #[cfg(test)]

@@ -357,13 +357,7 @@ impl KafkaStoreBuilder {
         {
             return Err(bad("`snapshot.dir` must name a directory".into()));
         }
-        let secrets = Secrets(
-            properties
-                .iter()
-                .filter(|(k, v)| kafka_secret(k) && !v.is_empty())
-                .map(|(_, v)| v.clone())
-                .collect(),
-        );
+        let secrets = Secrets::of(&properties);
         let max_message_bytes = match properties.iter().find(|(k, _)| k == "message.max.bytes") {
             Some((_, v)) => v
                 .parse()
@@ -416,6 +410,17 @@ fn validate_topic(topic: &str) -> std::result::Result<(), String> {
 pub(crate) struct Secrets(Vec<String>);
 
 impl Secrets {
+    /// The secret values among `properties` (librdkafka properties named like secrets).
+    pub(crate) fn of(properties: &[(String, String)]) -> Secrets {
+        Secrets(
+            properties
+                .iter()
+                .filter(|(k, v)| kafka_secret(k) && !v.is_empty())
+                .map(|(_, v)| v.clone())
+                .collect(),
+        )
+    }
+
     /// `text` with every secret value replaced by `****`.
     pub(crate) fn scrub(&self, text: &str) -> String {
         let mut out = text.to_string();

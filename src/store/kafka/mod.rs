@@ -136,6 +136,7 @@ use std::time::{Duration, Instant};
 mod client;
 mod config;
 mod dead_letters;
+pub mod group;
 mod idempotent;
 mod load;
 mod record;
@@ -149,6 +150,7 @@ mod write;
 pub use config::{
     DEFAULT_PARTITIONS, DEFAULT_REPLICATION, DEFAULT_TIMEOUT, KafkaStoreBuilder, WriteMode,
 };
+pub use group::KafkaGroupStore;
 pub use record::{MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key};
 pub use snapshot::Fallback;
 
