@@ -70,6 +70,7 @@ pub mod fuzz_checks;
 pub mod metrics;
 pub mod migrate;
 pub mod model;
+pub mod once;
 pub mod policy;
 #[cfg(feature = "testkit")]
 pub mod scenario;

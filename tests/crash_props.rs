@@ -22,6 +22,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (prop::sample::select(CrashPoint::ALL.to_vec()), 0u8..3, 0u16..600)
             .prop_map(|(point, skip, torn)| Op::Crash { point, skip, torn }),
         1 => Just(Op::Reopen),
+        1 => (0u8..3, prop::option::of((prop::sample::select(CrashPoint::ALL.to_vec()), 0u8..3, 0u16..600)))
+            .prop_map(|(id, crash)| Op::Override { id, crash }),
     ]
 }
 
@@ -261,6 +263,59 @@ fn kafka_crash_inside_recovery() {
             );
         }
         assert!(report.replayed >= 1, "{params}: {report:?}");
+    }
+}
+
+/// An override given at every open is applied once, whatever point its apply is stopped at: one
+/// scenario per crash point (and occurrence), each crash armed for the open that first carries it.
+#[test]
+fn override_crashed_at_every_point_applies_once() {
+    let mut total = Report::default();
+    for point in CrashPoint::ALL {
+        for skip in 0..3u8 {
+            let ops = [
+                Op::Offer {
+                    key: 0,
+                    reset: false,
+                },
+                Op::Offer {
+                    key: 1,
+                    reset: false,
+                },
+                Op::Commit { store: false },
+                Op::Override {
+                    id: 0,
+                    crash: Some((point, skip, 5)),
+                },
+                Op::Offer {
+                    key: 1,
+                    reset: false,
+                },
+                Op::Commit { store: true },
+                Op::Reopen,
+                Op::Offer {
+                    key: 2,
+                    reset: false,
+                },
+                Op::Commit { store: false },
+                Op::Override {
+                    id: 1,
+                    crash: Some((point, skip, 11)),
+                },
+                Op::Reopen,
+            ];
+            let report = scenario::run(&ops, &mut MemoryFactory, ScenarioOptions::default())
+                .unwrap_or_else(|e| panic!("{point:?} skip {skip}: {e}"));
+            total.merge(&report);
+        }
+    }
+    // The points of the override's own commit path (the others need a rotation or compaction).
+    for p in &CrashPoint::ALL[..7] {
+        assert!(
+            total.crashes.get(p).copied().unwrap_or(0) > 0,
+            "{p:?}: {:?}",
+            total.crashes
+        );
     }
 }
 
