@@ -108,6 +108,13 @@ impl OnceOverride {
 
     /// The entries plus the marker (written by `by`): what one atomic batch carries.
     pub fn batch_entries(&self, by: &str) -> Vec<(OffsetKey, Option<Offset>)> {
+        let mut all = self.entries.clone();
+        all.push(self.marker(by));
+        all
+    }
+
+    /// The marker entry: who applied the override, how many offsets it named, and when.
+    fn marker(&self, by: &str) -> (OffsetKey, Option<Offset>) {
         let at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
@@ -115,18 +122,26 @@ impl OnceOverride {
             .with("by", by)
             .with("entries", self.entries.len() as i64)
             .with("at_ms", at_ms);
-        let mut all = self.entries.clone();
-        all.push((marker_key(&self.id), Some(marker)));
-        all
+        (marker_key(&self.id), Some(marker))
     }
 
     /// Writes the override and its marker in one unsequenced atomic batch, unless `store` already
-    /// holds the marker (for tools; a worker's override goes through its commit buffer).
+    /// holds the marker (for tools; a worker's override goes through its commit buffer). On a store
+    /// that is not [atomic](OffsetStore::atomic), the marker is written after the entries.
     pub fn apply_to(&self, store: &dyn OffsetStore, by: &str) -> Result<OnceOutcome> {
         if self.is_applied(store)? {
             return Ok(OnceOutcome::AlreadyApplied);
         }
-        store.write(self.batch_entries(by))?;
+        if store.atomic() {
+            store.write(self.batch_entries(by))?;
+        } else {
+            // A failed write may leave any part of it (Kafka's idempotent mode): the marker goes
+            // only once every entry is in, so a marker never stands for a partial override.
+            if !self.entries.is_empty() {
+                store.write(self.entries.clone())?;
+            }
+            store.write(vec![self.marker(by)])?;
+        }
         Ok(OnceOutcome::Applied)
     }
 }

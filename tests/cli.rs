@@ -435,6 +435,8 @@ fn import_and_reset_once() {
         markers.contains(r#"{"partition":{"id":"import-1"},"offset":{"by":"cli","entries":2,"#),
         "{markers}"
     );
+    let names = text(&cli(&["connectors", "--store", &url]).stdout);
+    assert_eq!(names, "a\nb\n", "the markers are not a connector");
 
     let reset = |id: &str| {
         cli(&[

@@ -155,7 +155,9 @@ pub(crate) struct LagArgs {
 
 pub(crate) fn connectors(a: ConnectorsArgs) -> Result<ExitCode> {
     let store = open(&a.store)?;
-    let names = store.namespaces()?;
+    // The markers of applied overrides are offsets, not a connector (`list` still shows them).
+    let mut names = store.namespaces()?;
+    names.retain(|n| n != once::ONCE_NAMESPACE);
     if a.json {
         let items: Vec<String> = names.iter().map(|n| quoted(n)).collect();
         print(format!("[{}]", items.join(",")).as_bytes())?;
