@@ -52,6 +52,31 @@ pub fn marker_key(id: &str) -> OffsetKey {
 }
 
 /// Offsets to set (`Some`) or reset (`None`), applied once per id.
+///
+/// ```
+/// use std::sync::Arc;
+/// use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig};
+/// use connect_offsets::once::OnceOverride;
+/// use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};
+///
+/// let dir = tempfile::tempdir()?;
+/// let key = OffsetKey::new("orders-source", Partition::new().with("table", "orders"));
+/// let rewind = OnceOverride::new("rewind-1", vec![(key.clone(), Some(Offset::new().with("lsn", 0)))])?;
+/// let mut config = CommitBufferConfig::new(dir.path().join("wal"));
+/// config.once = Some(rewind);
+/// let store: Arc<dyn OffsetStore> = Arc::new(connect_offsets::store::MemoryStore::new());
+///
+/// let buffer = CommitBuffer::open(Arc::clone(&store), config.clone())?; // applies it
+/// assert_eq!(buffer.get(&key)?, Some(Offset::new().with("lsn", 0)));
+/// buffer.offer(key.clone(), Offset::new().with("lsn", 7))?;
+/// buffer.close()?;
+/// drop(buffer); // lets go of the log directory
+///
+/// let buffer = CommitBuffer::open(store, config)?; // same id: changes nothing
+/// assert_eq!(buffer.get(&key)?, Some(Offset::new().with("lsn", 7)));
+/// buffer.close()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct OnceOverride {
     id: String,
