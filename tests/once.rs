@@ -197,6 +197,15 @@ fn properties_configure_an_override_and_refuse_bad_input() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("/nonexistent/reset.json"), "{e}");
+    std::fs::write(&doc, r#"{"offsets":[]}"#).unwrap();
+    let e = c
+        .set("offsets.once.file", doc.to_str().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(r#"expected export's {"connectors":{...}} document"#),
+        "{e}"
+    );
     std::fs::write(&doc, "{not json").unwrap();
     let e = c
         .set("offsets.once.file", doc.to_str().unwrap())

@@ -55,7 +55,9 @@ pub struct CommitBufferConfig {
     pub dead_letter: Option<PathBuf>,
     /// Offsets applied once at open, after recovery and before any new commit, as one batch of
     /// this writer that also records the override's id (see [`crate::once`]); an open that finds
-    /// the id recorded changes nothing.
+    /// the id recorded changes nothing. Its commit waits at `Store` durability up to
+    /// `flush_timeout`; an open that times out fails, and the override, logged by then, is
+    /// applied by the next open's recovery.
     pub once: Option<OnceOverride>,
     /// `offsets.once.id` and `offsets.once.file` as set, until both are there to make `once`.
     pub(super) once_id: Option<String>,
@@ -184,8 +186,11 @@ impl CommitBufferConfig {
             }
             "offsets.once.file" => {
                 let bytes = std::fs::read(value).map_err(|e| Error::io("read", value, e))?;
-                let doc = OffsetsExport::parse(&bytes, None)
-                    .map_err(|e| bad(&format!("not an offsets document: {e}")))?;
+                let doc = OffsetsExport::parse(&bytes, None).map_err(|e| {
+                    bad(&format!(
+                        "expected export's {{\"connectors\":{{...}}}} document: {e}"
+                    ))
+                })?;
                 let entries = doc
                     .connectors
                     .into_iter()
