@@ -93,6 +93,15 @@ impl Op {
                         torn: u16::from(t) * 7,
                     },
                     13 => Op::Reopen,
+                    15 => Op::Override {
+                        id: b % 3,
+                        // The high bit of `t` arms a crash for the open; the rest picks where.
+                        crash: (t & 0x80 != 0).then(|| {
+                            let point =
+                                CrashPoint::ALL[usize::from(t & 0x7f) % CrashPoint::ALL.len()];
+                            (point, (t >> 4) % 3, u16::from(t) * 5)
+                        }),
+                    },
                     _ => Op::Commit { store: false },
                 }
             })

@@ -387,4 +387,20 @@ fn byte_decoded_scenarios_run() {
         Op::decode_all(b"\x00\x01\x00\x08\x00\x00\x0b\x03\x00\x00\x02\x00\x08\x01\x00\x0d\x00\x00");
     assert!(ops.len() == 6);
     scenario::run(&ops, &mut MemoryFactory, ScenarioOptions::default()).unwrap();
+    // The override seed: its open is stopped inside the apply.
+    let ops = Op::decode_all(include_bytes!(
+        "../fuzz/seeds/crash_replay/override-crash-inside-apply"
+    ));
+    assert_eq!(
+        ops[2],
+        Op::Override {
+            id: 0,
+            crash: Some((CrashPoint::InsideApply, 0, 720))
+        }
+    );
+    let report = scenario::run(&ops, &mut MemoryFactory, ScenarioOptions::default()).unwrap();
+    assert!(
+        report.crashes.get(&CrashPoint::InsideApply) >= Some(&1),
+        "{report:?}"
+    );
 }
