@@ -10,6 +10,8 @@
 //!   [`offer`](buffer::CommitBuffer::offer) offsets cheaply; a commit seals them into a batch, appends
 //!   one framed record to a local log, syncs it once for every committer waiting (group commit), applies
 //!   the batch to the store atomically, and recovery replays exactly what the store is missing.
+//! * [`once::OnceOverride`]: offsets to set or reset once per id, at a buffer's open
+//!   ([`buffer::CommitBufferConfig::once`]) or from a tool; the id is recorded with them atomically.
 //! * [`codec`]: Kafka Connect's record bytes (`JsonConverter`, schemas off) and its murmur2 partitioner.
 //!
 //! # Guarantees
@@ -71,6 +73,7 @@ pub mod fuzz_checks;
 pub mod metrics;
 pub mod migrate;
 pub mod model;
+pub mod once;
 pub mod policy;
 #[cfg(feature = "testkit")]
 pub mod scenario;

@@ -20,6 +20,7 @@ use crate::buffer::{CommitBuffer, CommitBufferConfig, Durability};
 use crate::crash::{CrashHook, CrashPlan, CrashPoint};
 use crate::fs::SimFs;
 use crate::model::{Batch, Entries};
+use crate::once::{OnceOverride, marker_key};
 use crate::store::{ApplyFault, OffsetStore, OffsetStoreExt};
 use crate::{Offset, OffsetKey, Partition, Result};
 
@@ -54,6 +55,15 @@ pub enum Op {
         /// Bytes of a torn write that reach the file.
         torn: u16,
     },
+    /// Close cleanly and open again, from now on with override number `id` in the buffer's
+    /// configuration (it resets key `id` and sets key `id + 1`); `crash` is armed in the new
+    /// lifetime before its open, so it can stop the override's apply at any point.
+    Override {
+        /// Which override (its id is `once-<id>`).
+        id: u8,
+        /// Where, after how many occurrences, and how many bytes of a torn write reach the file.
+        crash: Option<(CrashPoint, u8, u16)>,
+    },
     /// Close cleanly and open again.
     Reopen,
 }
@@ -83,6 +93,15 @@ impl Op {
                         torn: u16::from(t) * 7,
                     },
                     13 => Op::Reopen,
+                    15 => Op::Override {
+                        id: b % 3,
+                        // The high bit of `t` arms a crash for the open; the rest picks where.
+                        crash: (t & 0x80 != 0).then(|| {
+                            let point =
+                                CrashPoint::ALL[usize::from(t & 0x7f) % CrashPoint::ALL.len()];
+                            (point, (t >> 4) % 3, u16::from(t) * 5)
+                        }),
+                    },
                     _ => Op::Commit { store: false },
                 }
             })
@@ -221,6 +240,9 @@ pub struct Scenario<'f> {
     recovered: u64,
     counter: i64,
     crash_next_open: Option<u8>,
+    /// The override every open carries, and a crash to arm before the next open.
+    once: Option<OnceOverride>,
+    crash_at_open: Option<(CrashPoint, u8, u16)>,
     report: Report,
 }
 
@@ -244,6 +266,8 @@ impl<'f> Scenario<'f> {
             recovered: 0,
             counter: 0,
             crash_next_open: None,
+            once: None,
+            crash_at_open: None,
             report: Report::default(),
         };
         s.open_lifetime()?;
@@ -272,6 +296,9 @@ impl<'f> Scenario<'f> {
             let plan = Arc::new(CrashPlan::never());
             if let Some(skip) = self.crash_next_open.take() {
                 plan.arm(CrashPoint::InsideRecovery, usize::from(skip), 0);
+            }
+            if let Some((point, skip, torn)) = self.crash_at_open.take() {
+                plan.arm(point, usize::from(skip), usize::from(torn));
             }
             self.plan = Arc::clone(&plan);
             self.sim
@@ -304,6 +331,7 @@ impl<'f> Scenario<'f> {
             config.flush_timeout = self.options.commit_timeout;
             config.segment_bytes = self.options.segment_bytes;
             config.dead_letter = None;
+            config.once = self.once.clone();
             let sealed = Arc::clone(&self.sealed);
             config.observer = Some(Arc::new(move |b: &Batch| {
                 sealed
@@ -311,22 +339,27 @@ impl<'f> Scenario<'f> {
                     .expect("sealed")
                     .insert(b.seq, b.entries.clone());
             }));
-            match CommitBuffer::open(Arc::clone(&store), config) {
-                Ok(buffer) => {
-                    self.report.replayed += buffer.stats().replayed_batches;
-                    self.buffer = Some(buffer);
-                    self.store = Some(store);
-                    return self.check_recovered();
-                }
-                Err(_) if plan.crashed() => {
-                    // A crash inside recovery is just another crash.
-                    let _ = attempt;
-                    drop(store);
-                    self.end_lifetime_stats();
-                    self.sim.crash();
-                }
-                Err(e) => return Err(format!("reopen failed: {e}")),
+            let opened = CommitBuffer::open(Arc::clone(&store), config);
+            if plan.crashed() {
+                // The process died at open: inside recovery, or inside the override's apply (even
+                // after the open returned, the crash coming past the override's acknowledgement).
+                let _ = attempt;
+                drop(opened); // joins the buffer's threads, if it got that far
+                drop(store);
+                self.end_lifetime_stats();
+                self.sim.crash();
+                continue;
             }
+            let buffer = opened.map_err(|e| format!("reopen failed: {e}"))?;
+            self.report.replayed += buffer.stats().replayed_batches;
+            if self.once.is_some() {
+                // The override was applied at Store durability before open returned.
+                self.acked = self.acked.max(buffer.stats().applied_seq);
+            }
+            self.buffer = Some(buffer);
+            self.store = Some(store);
+            self.check_recovered()?;
+            return self.check_once();
         }
         Err("recovery crashed three times in a row".into())
     }
@@ -370,6 +403,39 @@ impl<'f> Scenario<'f> {
                 state.len(),
                 want.len()
             ));
+        }
+        Ok(())
+    }
+
+    /// Every override the scenario gave is in at most one batch the store holds, its marker and its
+    /// entries in that same batch; the current one is in exactly one, since an open with it
+    /// succeeded.
+    fn check_once(&self) -> std::result::Result<(), String> {
+        let sealed = self.sealed.lock().expect("sealed");
+        for id in 0..=u8::MAX {
+            let name = format!("once-{id}");
+            let marker = marker_key(&name);
+            let value = Some(Offset::new().with("once", i64::from(id)));
+            let set = self.key(id.wrapping_add(1));
+            let (mut marked, mut set_by_it, mut both) = (0, 0, 0);
+            for e in sealed.values() {
+                let m = e.contains_key(&marker);
+                let s = e.get(&set) == Some(&value);
+                marked += usize::from(m);
+                set_by_it += usize::from(s);
+                both += usize::from(m && s);
+            }
+            let current = self.once.as_ref().is_some_and(|o| o.id() == name);
+            if marked > 1
+                || set_by_it > 1
+                || marked != both
+                || set_by_it != both
+                || (current && both != 1)
+            {
+                return Err(format!(
+                    "override {name}: its marker is in {marked} batches the store holds, its offset in {set_by_it}, both in {both} (want one batch with both)"
+                ));
+            }
         }
         Ok(())
     }
@@ -479,6 +545,25 @@ impl<'f> Scenario<'f> {
                 self.plan
                     .arm(*point, usize::from(*skip), usize::from(*torn));
                 Ok(())
+            }
+            Op::Override { id, crash } => {
+                let (reset, set) = (self.key(*id), self.key(id.wrapping_add(1)));
+                let entries = if reset == set {
+                    vec![(set, Some(Offset::new().with("once", i64::from(*id))))]
+                } else {
+                    vec![
+                        (reset, None),
+                        (set, Some(Offset::new().with("once", i64::from(*id)))),
+                    ]
+                };
+                self.once = Some(
+                    OnceOverride::new(format!("once-{id}"), entries)
+                        .map_err(|e| format!("override: {e}"))?,
+                );
+                self.crash_at_open = *crash;
+                self.step(&Op::Reopen)
+                    .map(|_| ())
+                    .map_err(crate::Error::State)
             }
             Op::Reopen => {
                 let buffer = self.buffer.take().ok_or("no buffer")?;

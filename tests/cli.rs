@@ -349,3 +349,192 @@ fn bench_lookups_read_back_what_the_run_committed() {
         text(&out.stderr)
     );
 }
+
+/// `import --once ID` and `reset --once ID` on RocksDB: the first run writes and records the id,
+/// a second run with the same id says so, writes nothing and exits 0; a new id applies again.
+#[test]
+fn import_and_reset_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("rocksdb://{}", dir.path().join("db").display());
+    let doc = dir.path().join("doc.json");
+    std::fs::write(
+        &doc,
+        r#"{"connectors":{"a":{"offsets":[{"partition":{"f":1},"offset":{"pos":10}}]},"b":{"offsets":[{"partition":{"f":2},"offset":{"pos":20}}]}}}"#,
+    )
+    .unwrap();
+    let import = |id: &str| {
+        cli(&[
+            "import",
+            "--store",
+            &url,
+            "--input",
+            doc.to_str().unwrap(),
+            "--once",
+            id,
+        ])
+    };
+    let set_a = |pos: &str| {
+        let out = cli(&[
+            "set",
+            "--store",
+            &url,
+            "--connector",
+            "a",
+            "--partition",
+            r#"{"f":1}"#,
+            "--offset",
+            pos,
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    };
+    let get_a = || {
+        text(
+            &cli(&[
+                "get",
+                "--store",
+                &url,
+                "--connector",
+                "a",
+                "--partition",
+                r#"{"f":1}"#,
+            ])
+            .stdout,
+        )
+        .trim()
+        .to_string()
+    };
+    let out = import("import-1");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("recorded override `import-1`"),
+        "{}",
+        text(&out.stderr)
+    );
+    set_a(r#"{"pos":11}"#);
+    let out = import("import-1");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("override `import-1` was already applied (")
+            && err.contains("nothing written"),
+        "{err}"
+    );
+    assert!(get_a().ends_with(r#""offset":{"pos":11}}"#), "{}", get_a());
+    // The marker is an offset like any other, in the reserved namespace.
+    let markers = text(
+        &cli(&[
+            "list",
+            "--store",
+            &url,
+            "--connector",
+            "__connect-offsets-once",
+        ])
+        .stdout,
+    );
+    assert!(
+        markers.contains(r#"{"partition":{"id":"import-1"},"offset":{"by":"cli","entries":2,"#),
+        "{markers}"
+    );
+    let names = text(&cli(&["connectors", "--store", &url]).stdout);
+    assert_eq!(names, "a\nb\n", "the markers are not a connector");
+
+    let reset = |id: &str| {
+        cli(&[
+            "reset",
+            "--store",
+            &url,
+            "--connector",
+            "a",
+            "--all",
+            "--once",
+            id,
+        ])
+    };
+    let out = reset("reset-1");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr)
+            .contains("reset 1 partition of connector `a`; recorded override `reset-1`"),
+        "{}",
+        text(&out.stderr)
+    );
+    set_a(r#"{"pos":12}"#);
+    let out = reset("reset-1");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stderr).contains("already applied"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(get_a().ends_with(r#""offset":{"pos":12}}"#), "{}", get_a());
+    assert!(reset("reset-2").status.success());
+    assert!(get_a().ends_with(r#""offset":null}"#), "{}", get_a());
+    // A dry run with a new id writes nothing, not even the id.
+    let out = cli(&[
+        "import",
+        "--store",
+        &url,
+        "--input",
+        doc.to_str().unwrap(),
+        "--once",
+        "import-2",
+        "--dry-run",
+    ]);
+    assert!(
+        text(&out.stderr).contains("would record override `import-2`"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(get_a().ends_with(r#""offset":null}"#), "{}", get_a());
+    assert!(import("import-2").status.success());
+    assert!(get_a().ends_with(r#""offset":{"pos":10}}"#), "{}", get_a());
+}
+
+#[test]
+fn bad_once_ids_are_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("rocksdb://{}", dir.path().join("db").display());
+    let long = "x".repeat(201);
+    for (id, why) in [
+        ("", "must not be empty"),
+        ("a\nb", "control character U+000A at position 1"),
+        (" padded", "must not begin or end with whitespace"),
+        (long.as_str(), "is 201 characters long, at most 200"),
+    ] {
+        let out = cli(&[
+            "reset",
+            "--store",
+            &url,
+            "--connector",
+            "a",
+            "--all",
+            "--once",
+            id,
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{id:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("override id") && err.contains(why),
+            "{id:?}: {err}"
+        );
+        let out = cli(&[
+            "import",
+            "--store",
+            &url,
+            "--input",
+            "/nonexistent",
+            "--once",
+            id,
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{id:?}");
+        assert!(
+            text(&out.stderr).contains(why),
+            "{id:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    assert!(
+        !dir.path().join("db").exists(),
+        "a refused id opened the store"
+    );
+}

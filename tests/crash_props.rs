@@ -22,6 +22,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (prop::sample::select(CrashPoint::ALL.to_vec()), 0u8..3, 0u16..600)
             .prop_map(|(point, skip, torn)| Op::Crash { point, skip, torn }),
         1 => Just(Op::Reopen),
+        1 => (0u8..3, prop::option::of((prop::sample::select(CrashPoint::ALL.to_vec()), 0u8..3, 0u16..600)))
+            .prop_map(|(id, crash)| Op::Override { id, crash }),
     ]
 }
 
@@ -93,57 +95,66 @@ fn shm_or_tmp() -> std::path::PathBuf {
     }
 }
 
+/// Each lifetime opens a copy of the files the last one left, as a killed process leaves them:
+/// batches written past RocksDB's log since its last flush are gone, and only the commit
+/// buffer's log can bring them back.
+#[cfg(feature = "rocksdb")]
+struct RocksFactory {
+    dir: tempfile::TempDir,
+    lifetime: u32,
+    last: Option<Arc<connect_offsets::store::rocksdb::RocksDbStore>>,
+}
+
+#[cfg(feature = "rocksdb")]
+impl RocksFactory {
+    fn new() -> Self {
+        RocksFactory {
+            // In memory where there is one: RocksDB syncs at every flush, and what a crash
+            // leaves is modelled by the copies, not by the disk.
+            dir: tempfile::tempdir_in(shm_or_tmp()).expect("tempdir"),
+            lifetime: 0,
+            last: None,
+        }
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+impl StoreFactory for RocksFactory {
+    fn open(
+        &mut self,
+        fault: Arc<dyn connect_offsets::store::ApplyFault>,
+    ) -> connect_offsets::Result<Arc<dyn connect_offsets::OffsetStore>> {
+        let path = self.dir.path().join(format!("db{}", self.lifetime + 1));
+        if let Some(last) = self.last.take() {
+            // The scenario has dropped its buffer and store: wait for the threads to let go.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while Arc::strong_count(&last) > 1 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the last lifetime still holds its store"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            last.crash_image(&path)?;
+        }
+        self.lifetime += 1;
+        let store = Arc::new(
+            connect_offsets::store::rocksdb::RocksDbStore::open_for_crash_tests(&path)?
+                .with_fault(fault),
+        );
+        self.last = Some(Arc::clone(&store));
+        Ok(store)
+    }
+}
+
 #[cfg(feature = "rocksdb")]
 #[test]
 fn crash_anywhere_rocksdb_store() {
-    use connect_offsets::store::rocksdb::RocksDbStore;
-    use connect_offsets::store::{ApplyFault, OffsetStore};
-
-    /// Each lifetime opens a copy of the files the last one left, as a killed process leaves them:
-    /// batches written past RocksDB's log since its last flush are gone, and only the commit
-    /// buffer's log can bring them back.
-    struct RocksFactory {
-        dir: tempfile::TempDir,
-        lifetime: u32,
-        last: Option<Arc<RocksDbStore>>,
-    }
-    impl StoreFactory for RocksFactory {
-        fn open(
-            &mut self,
-            fault: Arc<dyn ApplyFault>,
-        ) -> connect_offsets::Result<Arc<dyn OffsetStore>> {
-            let path = self.dir.path().join(format!("db{}", self.lifetime + 1));
-            if let Some(last) = self.last.take() {
-                // The scenario has dropped its buffer and store: wait for the threads to let go.
-                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-                while Arc::strong_count(&last) > 1 {
-                    assert!(
-                        std::time::Instant::now() < deadline,
-                        "the last lifetime still holds its store"
-                    );
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
-                last.crash_image(&path)?;
-            }
-            self.lifetime += 1;
-            let store = Arc::new(RocksDbStore::open_for_crash_tests(&path)?.with_fault(fault));
-            self.last = Some(Arc::clone(&store));
-            Ok(store)
-        }
-    }
     // Compaction snapshots exist only for stores that do not outlive the process.
     run_backend(
         "rocksdb + log",
         cases(),
-        || {
-            Box::new(RocksFactory {
-                // In memory where there is one: RocksDB syncs at every flush, and what a crash
-                // leaves is modelled by the copies, not by the disk.
-                dir: tempfile::tempdir_in(shm_or_tmp()).expect("tempdir"),
-                lifetime: 0,
-                last: None,
-            })
-        },
+        || Box::new(RocksFactory::new()),
         &[CrashPoint::InsideCompaction],
     );
 }
@@ -264,6 +275,111 @@ fn kafka_crash_inside_recovery() {
     }
 }
 
+/// The scenario of the override tests: commits, an override whose open is crashed at `point`
+/// (after `skip` occurrences), commits over it, a reopen with it, then a second override crashed
+/// the same way.
+fn override_ops(point: CrashPoint, skip: u8) -> Vec<Op> {
+    vec![
+        Op::Offer {
+            key: 0,
+            reset: false,
+        },
+        Op::Offer {
+            key: 1,
+            reset: false,
+        },
+        Op::Commit { store: false },
+        Op::Override {
+            id: 0,
+            crash: Some((point, skip, 5)),
+        },
+        Op::Offer {
+            key: 1,
+            reset: false,
+        },
+        Op::Commit { store: true },
+        Op::Reopen,
+        Op::Offer {
+            key: 2,
+            reset: false,
+        },
+        Op::Commit { store: false },
+        Op::Override {
+            id: 1,
+            crash: Some((point, skip, 11)),
+        },
+        Op::Reopen,
+    ]
+}
+
+/// Runs the override scenario at every `points` × `skips` and checks that each point of the
+/// override's own commit path was crashed at (the others need a rotation or compaction).
+fn override_crashed_at_every_point(
+    name: &str,
+    points: &[CrashPoint],
+    skips: std::ops::Range<u8>,
+    mut make: impl FnMut() -> Box<dyn StoreFactory>,
+) {
+    let mut total = Report::default();
+    for &point in points {
+        for skip in skips.clone() {
+            let mut factory = make();
+            let report = scenario::run(
+                &override_ops(point, skip),
+                factory.as_mut(),
+                ScenarioOptions::default(),
+            )
+            .unwrap_or_else(|e| panic!("{name} {point:?} skip {skip}: {e}"));
+            total.merge(&report);
+        }
+    }
+    for p in points.iter().filter(|p| CrashPoint::ALL[..7].contains(p)) {
+        assert!(
+            total.crashes.get(p).copied().unwrap_or(0) > 0,
+            "{name} {p:?}: {:?}",
+            total.crashes
+        );
+    }
+}
+
+/// An override given at every open is applied once, whatever point its apply is stopped at: one
+/// scenario per crash point (and occurrence), each crash armed for the open that first carries it.
+#[test]
+fn override_crashed_at_every_point_applies_once() {
+    override_crashed_at_every_point("memory + log", &CrashPoint::ALL, 0..3, || {
+        Box::new(MemoryFactory)
+    });
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn override_crashed_at_every_point_rocksdb() {
+    override_crashed_at_every_point("rocksdb + log", &CrashPoint::ALL, 0..3, || {
+        Box::new(RocksFactory::new())
+    });
+}
+
+/// The same on the real broker, both write modes (a topic per scenario: the points of the
+/// override's commit path, first occurrence).
+#[cfg(feature = "kafka")]
+#[test]
+fn override_crashed_at_every_point_kafka() {
+    kafka_util::bootstrap();
+    for params in ["", "&write.mode=idempotent"] {
+        override_crashed_at_every_point(
+            &format!("kafka{params}"),
+            &CrashPoint::ALL[..7],
+            0..1,
+            || {
+                Box::new(KafkaFactory(
+                    kafka_util::TopicGuard::new("crash-once"),
+                    params,
+                ))
+            },
+        );
+    }
+}
+
 /// Every sequence the fuzz target found interesting stays a test (see fuzz/regressions/crash_replay).
 #[test]
 fn byte_decoded_scenarios_run() {
@@ -271,4 +387,20 @@ fn byte_decoded_scenarios_run() {
         Op::decode_all(b"\x00\x01\x00\x08\x00\x00\x0b\x03\x00\x00\x02\x00\x08\x01\x00\x0d\x00\x00");
     assert!(ops.len() == 6);
     scenario::run(&ops, &mut MemoryFactory, ScenarioOptions::default()).unwrap();
+    // The override seed: its open is stopped inside the apply.
+    let ops = Op::decode_all(include_bytes!(
+        "../fuzz/seeds/crash_replay/override-crash-inside-apply"
+    ));
+    assert_eq!(
+        ops[2],
+        Op::Override {
+            id: 0,
+            crash: Some((CrashPoint::InsideApply, 0, 720))
+        }
+    );
+    let report = scenario::run(&ops, &mut MemoryFactory, ScenarioOptions::default()).unwrap();
+    assert!(
+        report.crashes.get(&CrashPoint::InsideApply) >= Some(&1),
+        "{report:?}"
+    );
 }

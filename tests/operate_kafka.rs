@@ -369,3 +369,127 @@ fn set_without_any_broker_says_so() {
     );
     assert!(err.contains("Broker transport failure"), "{err}");
 }
+
+/// `import --once` and `reset --once` on a Kafka store: the id is recorded in the same transaction
+/// as the offsets; a second run with it writes nothing and exits 0, also from a fresh process.
+#[test]
+fn cli_once_on_kafka() {
+    // Idempotent mode writes the marker after the offsets (a write may land in part there).
+    for params in ["", "&write.mode=idempotent"] {
+        cli_once_on_kafka_with(params);
+    }
+}
+
+fn cli_once_on_kafka_with(params: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let topic = kafka_util::unique_topic("cli-once");
+    let kafka = kafka_util::url(&topic, 5, params);
+    let doc = tmp.path().join("doc.json");
+    std::fs::write(
+        &doc,
+        r#"{"offsets":[{"partition":{"f":1},"offset":{"pos":10}},{"partition":{"f":2},"offset":{"pos":20}}]}"#,
+    )
+    .unwrap();
+    let import = || {
+        cli(&[
+            "import",
+            "--store",
+            &kafka,
+            "--connector",
+            "a",
+            "--input",
+            doc.to_str().unwrap(),
+            "--once",
+            "seed-1",
+        ])
+    };
+    let first = import();
+    ok(&first);
+    assert!(
+        text(&first.stderr).contains("recorded override `seed-1`"),
+        "{}",
+        text(&first.stderr)
+    );
+    ok(&cli(&[
+        "set",
+        "--store",
+        &kafka,
+        "--connector",
+        "a",
+        "--partition",
+        r#"{"f":1}"#,
+        "--offset",
+        r#"{"pos":11}"#,
+    ]));
+    let again = import();
+    ok(&again);
+    assert!(
+        text(&again.stderr).contains("override `seed-1` was already applied"),
+        "{}",
+        text(&again.stderr)
+    );
+    let list = ok(&cli(&["list", "--store", &kafka, "--connector", "a"]));
+    assert!(
+        list.contains(r#"{"partition":{"f":1},"offset":{"pos":11}}"#),
+        "{list}"
+    );
+    let reset = || {
+        cli(&[
+            "reset",
+            "--store",
+            &kafka,
+            "--connector",
+            "a",
+            "--all",
+            "--once",
+            "wipe-1",
+        ])
+    };
+    let r = reset();
+    ok(&r);
+    assert!(
+        text(&r.stderr).contains("reset 2 partitions of connector `a`; recorded override `wipe-1`"),
+        "{}",
+        text(&r.stderr)
+    );
+    ok(&cli(&[
+        "set",
+        "--store",
+        &kafka,
+        "--connector",
+        "a",
+        "--partition",
+        r#"{"f":2}"#,
+        "--offset",
+        r#"{"pos":21}"#,
+    ]));
+    let r = reset();
+    ok(&r);
+    assert!(
+        text(&r.stderr).contains("already applied"),
+        "{}",
+        text(&r.stderr)
+    );
+    let list = ok(&cli(&["list", "--store", &kafka, "--connector", "a"]));
+    assert_eq!(
+        list.trim(),
+        r#"{"offsets":[{"partition":{"f":2},"offset":{"pos":21}}]}"#
+    );
+    let bad = cli(&[
+        "reset",
+        "--store",
+        &kafka,
+        "--connector",
+        "a",
+        "--all",
+        "--once",
+        "tab\tid",
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        text(&bad.stderr).contains("control character U+0009"),
+        "{}",
+        text(&bad.stderr)
+    );
+    kafka_util::delete_topics(&[&topic]);
+}

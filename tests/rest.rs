@@ -273,3 +273,32 @@ fn a_rocksdb_store_in_use_is_refused_then_served() {
     // Reset through this server: it still knows the connector.
     assert_eq!((st, text.as_str()), (200, r#"{"offsets":[]}"#));
 }
+
+/// The markers of overrides applied once are offsets in a reserved namespace, not a connector:
+/// `GET /connectors` leaves them out; their own offsets endpoint shows them.
+#[cfg(feature = "rocksdb")]
+#[test]
+fn markers_of_applied_overrides_are_not_connectors() {
+    use connect_offsets::once::{ONCE_NAMESPACE, OnceOverride};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    {
+        let store = connect_offsets::store::rocksdb::RocksDbStore::open(&db).unwrap();
+        let key = OffsetKey::new("sink", Partition::new().with("p", 0));
+        OnceOverride::new("seed", vec![(key, Some(Offset::new().with("o", 1)))])
+            .unwrap()
+            .apply_to(&store, "test")
+            .unwrap();
+    }
+    let url = format!("rocksdb://{}", db.display());
+    let s = Serve::start(&["--store", &url]);
+    let (st, _, body) = call("GET", &s.url("/connectors"), None);
+    assert_eq!((st, body.as_str()), (200, r#"["sink"]"#));
+    let (st, _, body) = call(
+        "GET",
+        &s.url(&format!("/connectors/{ONCE_NAMESPACE}/offsets")),
+        None,
+    );
+    assert_eq!(st, 200);
+    assert!(body.contains(r#""partition":{"id":"seed"}"#), "{body}");
+}

@@ -8,17 +8,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Durability, WhenFull};
+use crate::connector_offsets::OffsetsExport;
 use crate::crash::CrashHook;
 use crate::fs::{RealFs, WalFs};
 use crate::model::Batch;
+use crate::once::{OnceOverride, validate_id};
 use crate::wal::RecoveryPolicy;
-use crate::{Error, Result};
+use crate::{Error, Offset, OffsetKey, Result};
 
 /// Observes every sealed batch before it is written (tests build their reference model from it).
 #[cfg(feature = "testkit")]
 pub type SealObserver = Arc<dyn Fn(&Batch) + Send + Sync>;
 #[cfg(not(feature = "testkit"))]
 pub(crate) type SealObserver = Arc<dyn Fn(&Batch) + Send + Sync>;
+
+/// Offsets to set (`Some`) or reset (`None`).
+type OnceEntries = Vec<(OffsetKey, Option<Offset>)>;
 
 /// Configuration of a [`CommitBuffer`](super::CommitBuffer).
 #[derive(Clone)]
@@ -48,6 +53,15 @@ pub struct CommitBufferConfig {
     pub recovery: RecoveryPolicy,
     /// Where recovery puts bytes it skips (default `<wal_dir>/dead-letter.jsonl`).
     pub dead_letter: Option<PathBuf>,
+    /// Offsets applied once at open, after recovery and before any new commit, as one batch of
+    /// this writer that also records the override's id (see [`crate::once`]); an open that finds
+    /// the id recorded changes nothing. Its commit waits at `Store` durability up to
+    /// `flush_timeout`; an open that times out fails, and the override, logged by then, is
+    /// applied by the next open's recovery.
+    pub once: Option<OnceOverride>,
+    /// `offsets.once.id` and `offsets.once.file` as set, until both are there to make `once`.
+    pub(super) once_id: Option<String>,
+    pub(super) once_entries: Option<OnceEntries>,
     // The test kit's seams: set through the `testkit` feature's setters below.
     pub(super) fs: Arc<dyn WalFs>,
     pub(super) crash_hook: Option<Arc<dyn CrashHook>>,
@@ -66,6 +80,7 @@ impl std::fmt::Debug for CommitBufferConfig {
             .field("when_full", &self.when_full)
             .field("segment_bytes", &self.segment_bytes)
             .field("recovery", &self.recovery)
+            .field("once", &self.once.as_ref().map(|o| o.id()))
             .finish_non_exhaustive()
     }
 }
@@ -86,6 +101,9 @@ impl CommitBufferConfig {
             segment_bytes: 16 << 20,
             max_in_flight: 1024,
             recovery: RecoveryPolicy::Fail,
+            once: None,
+            once_id: None,
+            once_entries: None,
             fs: Arc::new(RealFs),
             crash_hook: None,
             observer: None,
@@ -116,7 +134,9 @@ impl CommitBufferConfig {
     /// Sets one property by Kafka Connect's name (`offset.flush.interval.ms`,
     /// `offset.flush.timeout.ms`) or ours (`offsets.writer`, `offsets.durability` = local|store,
     /// `offsets.max.pending`, `offsets.when.full` = block|reject, `offsets.segment.bytes`,
-    /// `offsets.recovery` = fail|skip, `offsets.dead.letter.file`).
+    /// `offsets.recovery` = fail|skip, `offsets.dead.letter.file`, and an override that applies once:
+    /// `offsets.once.id` with `offsets.once.file`, a JSON document in `export`'s format whose null
+    /// offsets are resets, read when set).
     pub fn set(&mut self, name: &str, value: &str) -> Result<&mut Self> {
         let bad = |why: &str| Error::Config(format!("property `{name}` = `{value}`: {why}"));
         let num = || {
@@ -159,8 +179,51 @@ impl CommitBufferConfig {
                 }
             }
             "offsets.dead.letter.file" => self.dead_letter = Some(PathBuf::from(value)),
+            "offsets.once.id" => {
+                validate_id(value).map_err(|e| bad(&e.to_string()))?;
+                self.once_id = Some(value.to_string());
+                self.assemble_once()?;
+            }
+            "offsets.once.file" => {
+                let bytes = std::fs::read(value).map_err(|e| Error::io("read", value, e))?;
+                let doc = OffsetsExport::parse(&bytes, None).map_err(|e| {
+                    bad(&format!(
+                        "expected export's {{\"connectors\":{{...}}}} document: {e}"
+                    ))
+                })?;
+                let entries = doc
+                    .connectors
+                    .into_iter()
+                    .flat_map(|(c, o)| o.into_entries(&c))
+                    .collect();
+                self.once_entries = Some(entries);
+                self.assemble_once()?;
+            }
             _ => return Err(bad("unknown property")),
         }
         Ok(self)
+    }
+
+    /// Makes `once` from `offsets.once.id` and `offsets.once.file` once both are set.
+    fn assemble_once(&mut self) -> Result<()> {
+        if let (Some(id), Some(entries)) = (&self.once_id, &self.once_entries) {
+            self.once = Some(OnceOverride::new(id.clone(), entries.clone())?);
+        }
+        Ok(())
+    }
+
+    /// Refuses a half-given override: one of `offsets.once.id` and `offsets.once.file` without
+    /// the other.
+    pub(super) fn check_once(&self) -> Result<()> {
+        match (&self.once_id, &self.once_entries, &self.once) {
+            (Some(id), None, None) => Err(Error::Config(format!(
+                "property `offsets.once.id` = `{id}` needs `offsets.once.file` (the offsets to apply)"
+            ))),
+            (None, Some(_), None) => Err(Error::Config(
+                "property `offsets.once.file` needs `offsets.once.id` (what makes it apply once)"
+                    .into(),
+            )),
+            _ => Ok(()),
+        }
     }
 }

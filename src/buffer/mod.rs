@@ -52,6 +52,7 @@ use state::{Shared, State, lock};
 
 use crate::crash::{CrashHook, CrashPoint};
 use crate::metrics::{BufferSample, Sampled};
+use crate::once::OnceOverride;
 use crate::store::OffsetStore;
 use crate::{Error, Offset, OffsetKey, Result};
 
@@ -111,6 +112,7 @@ impl CommitBuffer {
     /// Opens the log in `config.wal_dir`, replays into `store` every batch it holds that the store
     /// has not applied, and starts the log and apply threads.
     pub fn open(store: Arc<dyn OffsetStore>, config: CommitBufferConfig) -> Result<CommitBuffer> {
+        config.check_once()?;
         let Recovery {
             wal,
             log,
@@ -169,11 +171,37 @@ impl CommitBuffer {
                 .spawn(move || apply_thread.run(rx))
                 .map_err(|e| Error::io("spawn apply thread", &config.wal_dir, e))?,
         ];
-        Ok(CommitBuffer {
+        let buffer = CommitBuffer {
             shared,
             store,
             threads: Mutex::new(threads),
-        })
+        };
+        if let Some(once) = &config.once {
+            buffer.apply_once(once)?;
+        }
+        Ok(buffer)
+    }
+
+    /// Applies `once` unless the store (recovered by now) holds its marker: its entries and the
+    /// marker become the first batch of this lifetime, logged and applied like any other, so a
+    /// crash anywhere leaves either nothing of it or a logged batch the next recovery replays
+    /// (after which the marker is there). No offer can come in before `open` returns.
+    fn apply_once(&self, once: &OnceOverride) -> Result<()> {
+        let id = once.id();
+        if once.is_applied(&*self.store)? {
+            tracing::info!(writer = %self.shared.writer, id, "override already applied; nothing to do");
+            return Ok(());
+        }
+        // Straight into the pending map: the offer path could seal a large override in pieces.
+        for (k, v) in once.batch_entries(&self.shared.writer) {
+            self.shared.pending.insert(k, v);
+        }
+        let seq = self
+            .commit_with(Durability::Store)
+            .wait()
+            .map_err(|e| e.context(format!("applying override `{id}` at open")))?;
+        tracing::info!(writer = %self.shared.writer, id, seq, entries = once.entries().len(), "applied override");
+        Ok(())
     }
 
     /// Records `offset` as the newest position of `key`. Cheap: a map insert under a lock.

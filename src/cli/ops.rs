@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use connect_offsets::connector_offsets::{ConnectorOffsets, OffsetsExport, encode_entry};
 use connect_offsets::migrate::{MigrateOptions, MigrateReport};
+use connect_offsets::once::{self, OnceOverride};
 use connect_offsets::store::OffsetStoreExt;
 use connect_offsets::wal::frame::FrameKind;
 use connect_offsets::wal::inspect;
@@ -72,6 +73,10 @@ pub(crate) struct ResetArgs {
     /// Reset every partition of the connector.
     #[arg(long)]
     all: bool,
+    /// Apply this reset once: record ID in the store with it (atomically); a later run with the
+    /// same ID changes nothing.
+    #[arg(long, value_name = "ID")]
+    once: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -106,6 +111,10 @@ pub(crate) struct ImportArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
+    /// Apply this import once: every connector of the document and the ID in one atomic write; a
+    /// later run with the same ID changes nothing.
+    #[arg(long, value_name = "ID")]
+    once: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -147,7 +156,9 @@ pub(crate) struct LagArgs {
 
 pub(crate) fn connectors(a: ConnectorsArgs) -> Result<ExitCode> {
     let store = open(&a.store)?;
-    let names = store.namespaces()?;
+    // The markers of applied overrides are offsets, not a connector (`list` still shows them).
+    let mut names = store.namespaces()?;
+    names.retain(|n| n != once::ONCE_NAMESPACE);
     if a.json {
         let items: Vec<String> = names.iter().map(|n| quoted(n)).collect();
         print(format!("[{}]", items.join(",")).as_bytes())?;
@@ -192,7 +203,43 @@ pub(crate) fn set(a: SetArgs) -> Result<ExitCode> {
 }
 
 pub(crate) fn reset(a: ResetArgs) -> Result<ExitCode> {
+    if let Some(id) = &a.once {
+        once::validate_id(id)?;
+    }
     let store = open(&a.store)?;
+    if let Some(id) = &a.once
+        && already_applied(&*store, id)?
+    {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let entries = match &a.partition {
+        Some(p) => {
+            let key = parse_key(&a.connector, p)?;
+            if store.get(&key)?.is_none() {
+                eprintln!(
+                    "no offset stored for partition {p} of connector `{}`",
+                    a.connector
+                );
+                return Ok(ExitCode::from(NOT_FOUND));
+            }
+            vec![(key, None)]
+        }
+        None => store
+            .partitions(&a.connector)?
+            .into_iter()
+            .map(|(k, _)| (k, None))
+            .collect(),
+    };
+    if let Some(id) = &a.once {
+        let n = entries.len();
+        OnceOverride::new(id.clone(), entries)?.apply_to(&*store, "cli")?;
+        let s = if n == 1 { "" } else { "s" };
+        eprintln!(
+            "reset {n} partition{s} of connector `{}`; recorded override `{id}`",
+            a.connector
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     match a.partition {
         Some(p) => {
             let key = parse_key(&a.connector, &p)?;
@@ -246,7 +293,24 @@ pub(crate) fn export(a: ExportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// True (and says so) when `store` holds the marker of override `id`.
+fn already_applied(store: &dyn OffsetStore, id: &str) -> Result<bool> {
+    let Some(marker) = store.get(&once::marker_key(id))? else {
+        return Ok(false);
+    };
+    let mut shown = Vec::new();
+    connect_offsets::codec::json::encode_map(&marker, &mut shown);
+    eprintln!(
+        "override `{id}` was already applied ({}); nothing written",
+        String::from_utf8_lossy(&shown)
+    );
+    Ok(true)
+}
+
 pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
+    if let Some(id) = &a.once {
+        once::validate_id(id)?;
+    }
     let bytes = match a.input.as_deref() {
         Some(p) if p.as_os_str() != "-" => std::fs::read(p).map_err(|e| Error::io("read", p, e))?,
         _ => {
@@ -259,7 +323,23 @@ pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
     };
     let doc = OffsetsExport::parse(&bytes, a.connector.as_deref())?;
     let store = open(&a.store)?;
+    if let Some(id) = &a.once
+        && already_applied(&*store, id)?
+    {
+        if a.json {
+            print(
+                format!(
+                    "{{\"dry_run\":{},\"already_applied\":true,\"connectors\":[]}}",
+                    a.dry_run
+                )
+                .as_bytes(),
+            )?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut rows = Vec::new();
+    // With --once every connector goes into one batch with the marker.
+    let mut all_entries = Vec::new();
     for (connector, offsets) in doc.connectors {
         let mut entries = offsets.into_entries(&connector);
         let (mut set, mut reset) = (0usize, 0usize);
@@ -280,7 +360,9 @@ pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
                 }
             }
         }
-        if !a.dry_run && !entries.is_empty() {
+        if a.once.is_some() {
+            all_entries.extend(entries);
+        } else if !a.dry_run && !entries.is_empty() {
             store.write(entries).map_err(|e| {
                 e.context(format!(
                     "importing connector `{connector}` failed (nothing of it was written)"
@@ -288,6 +370,16 @@ pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
             })?;
         }
         rows.push((connector, set, reset));
+    }
+    if let Some(id) = &a.once {
+        let once = OnceOverride::new(id.clone(), all_entries)?;
+        if !a.dry_run {
+            once.apply_to(&*store, "cli").map_err(|e| {
+                e.context(format!(
+                    "importing override `{id}` failed (nothing of it was written)"
+                ))
+            })?;
+        }
     }
     if a.json {
         let items: Vec<String> = rows
@@ -310,6 +402,14 @@ pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
             "imported"
         };
         eprintln!("{verb} connector `{c}`: {s} set, {r} reset");
+    }
+    if let Some(id) = &a.once {
+        let verb = if a.dry_run {
+            "would record"
+        } else {
+            "recorded"
+        };
+        eprintln!("{verb} override `{id}`");
     }
     if a.dry_run {
         eprintln!("dry run: nothing written");

@@ -224,7 +224,11 @@ impl Server {
         };
         let mut names: BTreeSet<String> = self.known.clone();
         match handle.get().namespaces() {
-            Ok(n) => names.extend(n),
+            // The markers of applied overrides are offsets, not a connector.
+            Ok(n) => names.extend(
+                n.into_iter()
+                    .filter(|n| n != connect_offsets::once::ONCE_NAMESPACE),
+            ),
             Err(e) => return self.store_error(e, "", false),
         }
         let items: Vec<String> = names.iter().map(|n| quoted(n)).collect();

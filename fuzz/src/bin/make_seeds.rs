@@ -206,8 +206,8 @@ fn main() -> std::io::Result<()> {
 
     // crash_replay: three bytes an operation (see scenario::Op::decode_all). 0..=6 offer key b,
     // 7 reset key b, 8..=10 commit (b even: store durability), 11 crash at point b (skip and torn
-    // from the third byte), 13 reopen.
-    let ops: [(&str, &[u8]); 6] = [
+    // from the third byte), 13 reopen, 15 override b % 3 (third byte's high bit: crash its open).
+    let ops: [(&str, &[u8]); 7] = [
         (
             "offer-commit-reopen",
             &[0, 0, 0, 0, 1, 0, 8, 0, 0, 0, 2, 0, 8, 1, 0, 13, 0, 0],
@@ -233,6 +233,13 @@ fn main() -> std::io::Result<()> {
             &[
                 0, 0, 0, 0, 1, 0, 0, 2, 0, 8, 0, 0, 0, 3, 0, 0, 4, 0, 0, 5, 0, 8, 1, 0, 11, 8, 1,
                 0, 0, 0, 8, 0, 0, 0, 1, 0, 0, 2, 0, 8, 0, 0, 11, 9, 0, 0, 3, 0, 8, 1, 0, 13, 0, 0,
+            ],
+        ),
+        (
+            "override-crash-inside-apply",
+            &[
+                0, 1, 0, 8, 0, 0, 15, 0, 0x90, 0, 2, 0, 8, 0, 0, 15, 0, 0x90, 13, 0, 0, 15, 1, 0, 0,
+                3, 0, 8, 1, 0,
             ],
         ),
     ];
