@@ -264,6 +264,29 @@ fn eio_on_fdatasync_fails_until_reopen_and_a_later_sync_is_not_trusted() {
 }
 
 #[test]
+fn simfs_a_sync_after_a_failed_one_does_not_make_the_dropped_bytes_durable() {
+    use connect_offsets::fs::WalFs;
+    let sim = SimFs::new();
+    let path = Path::new("/d/f");
+    let mut f = sim.open_append(path).unwrap();
+    f.append(b"abc").unwrap();
+    f.sync().unwrap();
+    sim.inject(Fault::eio(SimOp::Sync));
+    f.append(b"def").unwrap();
+    let e = f.sync().unwrap_err();
+    assert!(e.to_string().contains("Input/output error"), "{e}");
+    f.append(b"ghi").unwrap();
+    f.sync().unwrap();
+    sim.sync_dir(Path::new("/d")).unwrap();
+    assert_eq!(sim.contents(path).unwrap(), b"abcdefghi", "still readable");
+    assert_eq!(
+        sim.durable_contents(path).unwrap(),
+        b"abc\0\0\0ghi",
+        "the bytes whose sync failed never reach the disk"
+    );
+}
+
+#[test]
 fn a_failed_snapshot_rename_keeps_the_segments_it_would_replace() {
     // Only a volatile store writes snapshots.
     let mut rig = Rig::new(Kind::Memory);
@@ -369,6 +392,15 @@ mod real {
                 String::from_utf8_lossy(&out.stderr).trim()
             ))
         }
+    }
+
+    /// One real-disk test at a time: a child forked for `mount` or `chattr` holds a copy of every
+    /// open descriptor until it execs, the log's LOCK among them, which can make a parallel test's
+    /// reopen see its own log as locked.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    pub(super) fn serial() -> std::sync::MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     impl Tmpfs {
@@ -521,6 +553,7 @@ impl RealRig {
 
 #[test]
 fn real_tmpfs_full_on_append() {
+    let _serial = real::serial();
     for kind in KINDS {
         let fs = real::Tmpfs::mount("size=512k");
         let mut rig = RealRig::new(kind, fs.mnt.join("wal"));
@@ -549,6 +582,7 @@ fn real_tmpfs_full_on_append() {
 
 #[test]
 fn real_tmpfs_out_of_inodes_on_rotation() {
+    let _serial = real::serial();
     for kind in KINDS {
         let fs = real::Tmpfs::mount("size=8m,nr_inodes=64");
         let mut rig = RealRig::new(kind, fs.mnt.join("wal"));
@@ -577,6 +611,7 @@ fn real_tmpfs_out_of_inodes_on_rotation() {
 
 #[test]
 fn real_read_only_remount_refuses_the_open_clearly() {
+    let _serial = real::serial();
     // A file system with a log open for writing cannot be remounted read-only (EBUSY), so the fault
     // a running buffer can meet is a log that is read-only when it opens.
     for kind in KINDS {
@@ -601,6 +636,7 @@ fn real_read_only_remount_refuses_the_open_clearly() {
 
 #[test]
 fn real_immutable_log_directory() {
+    let _serial = real::serial();
     // Root ignores permission bits, so a directory without write permission fails nothing for us;
     // the immutable attribute (`chattr +i`) does: no file can be created, renamed or removed in it.
     for kind in KINDS {
