@@ -287,34 +287,42 @@ fn simfs_a_sync_after_a_failed_one_does_not_make_the_dropped_bytes_durable() {
 }
 
 #[test]
-fn a_failed_snapshot_rename_keeps_the_segments_it_would_replace() {
-    // Only a volatile store writes snapshots.
-    let mut rig = Rig::new(Kind::Memory);
-    rig.segment_bytes = 1;
-    let buf = rig.open();
-    rig.commit_ok(&buf, 1);
-    rig.sim
-        .inject(Fault::eio(SimOp::Rename).on(".snap.tmp").times(u32::MAX));
-    for k in 2..6 {
-        // The batch is in the log, synced: the commit succeeds; compaction waits.
-        rig.commit_ok(&buf, k);
+fn a_snapshot_that_cannot_be_made_keeps_the_segments_it_would_replace() {
+    // Only a volatile store writes snapshots: create, write, sync and rename of the temporary file.
+    let faults = [
+        (Fault::enospc(SimOp::Create), "create snapshot"),
+        (Fault::enospc(SimOp::Append), "write snapshot"),
+        (Fault::eio(SimOp::Sync), "sync snapshot"),
+        (Fault::eio(SimOp::Rename), "rename snapshot"),
+    ];
+    for (fault, op) in faults {
+        let mut rig = Rig::new(Kind::Memory);
+        rig.segment_bytes = 1;
+        let buf = rig.open();
+        rig.commit_ok(&buf, 1);
+        rig.sim.inject(fault.on(".snap.tmp").times(u32::MAX));
+        for k in 2..6 {
+            // The batch is in the log, synced: the commit succeeds; compaction waits.
+            rig.commit_ok(&buf, k);
+            buf.commit_with(Durability::Store).wait().unwrap();
+        }
+        assert!(
+            rig.files(".wal") >= 4,
+            "{op}: the segments the snapshot would replace stay"
+        );
+        rig.crash(buf);
+        // At open the snapshot cannot be made either: a clear error, and the log stays as it was.
+        let e = rig.try_open().unwrap_err();
+        assert_error(&e, &[op, "/wal/", ".snap.tmp"]);
+        rig.crash_nothing();
+        rig.sim.heal();
+        let buf = rig.open();
+        rig.commit_ok(&buf, 6);
         buf.commit_with(Durability::Store).wait().unwrap();
+        assert!(rig.files(".wal") <= 2, "{op}: compaction caught up");
+        rig.crash(buf);
+        rig.open();
     }
-    assert!(
-        rig.files(".wal") >= 4,
-        "the segments the snapshot would replace stay"
-    );
-    rig.crash(buf);
-    // At open the snapshot cannot be renamed either: a clear error, and the log stays as it was.
-    let e = rig.try_open().unwrap_err();
-    assert_error(&e, &["rename snapshot", "/wal/", ".snap.tmp"]);
-    rig.sim.heal();
-    let buf = rig.open();
-    rig.commit_ok(&buf, 6);
-    buf.commit_with(Durability::Store).wait().unwrap();
-    assert!(rig.files(".wal") <= 2, "compaction caught up");
-    rig.crash(buf);
-    rig.open();
 }
 
 #[test]
