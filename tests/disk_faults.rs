@@ -355,12 +355,17 @@ fn a_failed_directory_sync() {
         let buf = rig.open();
         rig.commit_ok(&buf, 1);
         // On rotation (and release or compaction): commits go on in the active segment.
+        let segments = rig.files(".wal");
         rig.sim
             .inject(Fault::eio(SimOp::SyncDir).on("/wal").times(u32::MAX));
         for k in 2..5 {
             rig.commit_ok(&buf, k);
         }
         buf.commit_with(Durability::Store).wait().unwrap();
+        assert!(
+            rig.files(".wal") <= segments,
+            "{kind:?}: a failed rotation leaves no empty segment behind"
+        );
         rig.crash(buf);
         // At open a new segment must be made durable: refused, clearly, while the fault lasts.
         let e = rig.try_open().unwrap_err();
