@@ -92,6 +92,8 @@ impl Rig {
             }
         };
         self.lifetimes += 1;
+        // Offers a closed or poisoned buffer still held are gone with it: only the acks bind.
+        self.offered = self.acked.clone();
         CommitBuffer::open(store, self.config())
     }
 
@@ -391,7 +393,7 @@ mod real {
         pub(super) mnt: PathBuf,
     }
 
-    fn run(cmd: &str, args: &[&str]) -> Result<(), String> {
+    pub(super) fn run(cmd: &str, args: &[&str]) -> Result<(), String> {
         let out = Command::new(cmd)
             .args(args)
             .output()
@@ -507,11 +509,13 @@ impl RealRig {
         }
     }
 
-    fn try_open(&self) -> connect_offsets::Result<CommitBuffer> {
+    fn try_open(&mut self) -> connect_offsets::Result<CommitBuffer> {
         let store: Arc<dyn OffsetStore> = match self.kind {
             Kind::Memory => Arc::new(MemoryStore::new()),
             Kind::RocksDb => Arc::new(RocksDbStore::open(self.store_dir.path().join("db"))?),
         };
+        // Offers a closed or poisoned buffer still held are gone with it: only the acks bind.
+        self.offered = self.acked.clone();
         let mut c = CommitBufferConfig::new(&self.wal);
         c.flush_interval = None;
         c.dead_letter = None;
@@ -519,7 +523,7 @@ impl RealRig {
         CommitBuffer::open(store, c)
     }
 
-    fn open(&self) -> CommitBuffer {
+    fn open(&mut self) -> CommitBuffer {
         let buf = self
             .try_open()
             .unwrap_or_else(|e| panic!("{:?}: reopen failed: {e}", self.kind));
@@ -673,6 +677,108 @@ fn real_immutable_log_directory() {
         real::chattr("-i", &rig.wal);
         let buf = rig.open();
         rig.commit_ok(&buf, 5);
+        drop(buf);
+        rig.open();
+    }
+}
+
+/// An ext4 file system on a loop device whose backing file lives on a tmpfs smaller than the ext4
+/// thinks it is: once the tmpfs is full, writeback fails and `fdatasync` returns EIO, as a dying disk
+/// does (device-mapper's error target is not available on this machine). Dropped: unmounted, detached.
+struct ShortExt4 {
+    back: real::Tmpfs,
+    lo: String,
+    mnt: PathBuf,
+}
+
+impl ShortExt4 {
+    fn new() -> Self {
+        let back = real::Tmpfs::mount("size=6m");
+        let img = back.mnt.join("disk.img");
+        let img_s = img.to_str().unwrap();
+        real::run("truncate", &["-s", "64M", img_s]).unwrap();
+        real::run("mkfs.ext4", &["-q", "-F", img_s]).unwrap();
+        let out = std::process::Command::new("losetup")
+            .args(["-f", "--show", img_s])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "losetup (needs root): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lo = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        let mnt = back.mnt.with_file_name("ext4");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let fs = ShortExt4 { back, lo, mnt };
+        fs.mount();
+        fs
+    }
+
+    fn mount(&self) {
+        real::run(
+            "mount",
+            &[
+                "-o",
+                "errors=continue",
+                &self.lo,
+                self.mnt.to_str().unwrap(),
+            ],
+        )
+        .unwrap();
+    }
+
+    /// Unmounts (dropping the page cache), gives the backing tmpfs room, repairs and mounts again:
+    /// what is on the image is what the disk really got.
+    fn replace_disk(&self) {
+        real::run("umount", &[self.mnt.to_str().unwrap()]).unwrap();
+        self.back.remount("size=128m");
+        // e2fsck exits 1 when it fixed something: only 4 and up are failures.
+        let st = std::process::Command::new("e2fsck")
+            .args(["-f", "-y", &self.lo])
+            .output()
+            .unwrap();
+        assert!(st.status.code().is_some_and(|c| c < 4), "e2fsck: {st:?}");
+        self.mount();
+    }
+}
+
+impl Drop for ShortExt4 {
+    fn drop(&mut self) {
+        let _ = real::run("umount", &[self.mnt.to_str().unwrap()]);
+        let _ = real::run("losetup", &["-d", &self.lo]);
+    }
+}
+
+#[test]
+fn real_eio_on_fdatasync_from_a_failing_block_device() {
+    let _serial = real::serial();
+    for kind in KINDS {
+        let disk = ShortExt4::new();
+        let mut rig = RealRig::new(kind, disk.mnt.join("wal"));
+        let buf = rig.open();
+        let mut first = None;
+        for k in 0..2000 {
+            if let Err(e) = rig.commit(&buf, k % 50) {
+                first = Some(e);
+                break;
+            }
+        }
+        let e = first.expect("the short disk never failed");
+        assert_error(&e, &[&rig.wal.display().to_string(), "Input/output error"]);
+        assert!(
+            rig.acked.len() > 10,
+            "{kind:?}: only {} keys acknowledged before the fault",
+            rig.acked.len()
+        );
+        // Whatever the disk does now, nothing more is acknowledged on top of what it dropped.
+        for k in 0..3 {
+            assert!(rig.commit(&buf, k).is_err(), "{kind:?}: commit after EIO");
+        }
+        drop(buf);
+        disk.replace_disk();
+        let buf = rig.open();
+        rig.commit_ok(&buf, 1);
         drop(buf);
         rig.open();
     }
