@@ -1,7 +1,9 @@
 //! Disk faults, not crashes: a full disk on an append and on a segment rotation, EIO on `fdatasync`,
 //! a failed snapshot rename, a failed directory sync. Through the file-system seam (`SimFs` faults)
-//! on the memory and RocksDB stores, and on real tmpfs mounts made to fail (needs root and mount(8):
-//! the real-disk tests fail, never skip, without them). Each test checks that the commit that hit
+//! on the memory and RocksDB stores, and on real file systems made to fail: tmpfs mounts that fill
+//! up, run out of inodes, are read-only or have an immutable log directory, and an ext4 on a loop
+//! device whose backing tmpfs is full, for EIO from `fdatasync` (needs root, mount(8), losetup(8) and
+//! mkfs.ext4: the real-disk tests fail, never skip, without them). Each test checks that the commit that hit
 //! the fault fails clearly or is safe, what later commits do, and that a reopen, and a crash after
 //! it, hold every acknowledged batch. The failure behaviour is documented in docs/operations.md.
 
