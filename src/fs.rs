@@ -8,7 +8,7 @@ use std::path::Path;
 #[cfg(feature = "testkit")]
 mod sim;
 #[cfg(feature = "testkit")]
-pub use sim::SimFs;
+pub use sim::{Fault, SimFs, SimOp};
 
 /// An open, append-only log file.
 pub trait WalFile: Send + std::fmt::Debug {

@@ -79,7 +79,7 @@ fn a_failed_write_merges_back_under_newer_values() {
     buf.offer(key(2), pos(1)).unwrap();
     sim.fail_appends(1);
     let e = buf.commit().wait().unwrap_err();
-    assert!(e.to_string().contains("no space left"), "{e}");
+    assert!(e.to_string().contains("No space left"), "{e}");
     // A newer offer for key 1 arrives before the retry: it must win over the merged-back value.
     buf.offer(key(1), pos(5)).unwrap();
     assert_eq!(buf.stats().pending, 2, "both keys pending again");

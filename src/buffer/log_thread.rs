@@ -2,7 +2,8 @@
 //! full), seals the pending map into the next batch by swapping maps, encodes it once into a reused
 //! buffer, appends and syncs it (one sync for every committer waiting at that moment), acks `Local`
 //! tickets, rotates the segment when it is big enough, and queues the batch for the apply thread. A
-//! write that failed merges the batch back under newer offers; a failed sync poisons the buffer.
+//! write that failed merges the batch back under newer offers; a failed sync poisons the buffer; a
+//! failed rotation keeps the active segment and tries again after the next batch.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -174,8 +175,7 @@ impl LogThread {
                 if self.log.len() >= threshold {
                     match self.log.rotate() {
                         Ok(seg) => closes = Some(seg),
-                        Err(e) => {
-                            // The batch is logged and acked; without a new segment nothing more can be.
+                        Err(e) if e.is_fatal() => {
                             let _ = self.tx.send(Job::Apply {
                                 batch,
                                 epoch,
@@ -183,6 +183,11 @@ impl LogThread {
                             });
                             self.poison(epoch, e, None);
                             return false;
+                        }
+                        Err(e) => {
+                            // The active segment is intact and synced: keep appending to it and
+                            // try again after the next batch (a full disk need not stop commits).
+                            tracing::warn!(writer = %shared.writer, error = %e, "could not start a new log segment; the active one grows until one can be made");
                         }
                     }
                 }

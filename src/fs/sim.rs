@@ -5,6 +5,11 @@
 //! `sync_dir` makes creations, renames and removals durable. [`SimFs::crash`] throws away everything
 //! not durable, except that a crash inside a write may leave a prefix of the unsynced bytes (a torn
 //! write), as a real disk can.
+//!
+//! [`SimFs::inject`] makes chosen operations fail as a failing disk does (a [`Fault`]: ENOSPC, EIO,
+//! EROFS...) while the process lives on. A failed file sync models Linux after a writeback error: the
+//! dirty bytes stay readable but are marked clean, so a later successful sync does not make them
+//! durable (PostgreSQL's "fsyncgate", 2018).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -13,6 +18,9 @@ use std::sync::{Arc, Mutex};
 
 use super::{WalFile, WalFs};
 use crate::crash::{CrashHook, CrashPoint};
+
+mod fault;
+pub use fault::{Fault, SimOp};
 
 /// A crash-simulating in-memory file system (see the module docs).
 #[derive(Debug, Clone, Default)]
@@ -34,8 +42,8 @@ struct SimState {
     hook: Option<Arc<dyn CrashHook>>,
     /// A torn write to keep at the next crash: file id and the bytes that reached it.
     torn: Option<(u64, usize)>,
-    /// Appends still to fail with an I/O error (not a crash): a full disk, say.
-    failing_appends: u32,
+    /// Injected faults still to fire, in the order given.
+    faults: Vec<Fault>,
     writes: u64,
     syncs: u64,
 }
@@ -44,9 +52,36 @@ struct SimState {
 struct SimFile {
     data: Vec<u8>,
     durable: Vec<u8>,
+    /// Byte ranges whose sync failed: no later sync makes them durable (they read back as zeros
+    /// after a crash, as never-written blocks do).
+    lost: Vec<std::ops::Range<usize>>,
+}
+
+impl SimFile {
+    /// What a successful sync leaves on the disk: the live bytes, except those a failed sync dropped.
+    fn synced_image(&self) -> Vec<u8> {
+        let mut image = self.data.clone();
+        for r in &self.lost {
+            let end = r.end.min(image.len());
+            if r.start < end {
+                image[r.start..end].fill(0);
+            }
+        }
+        image
+    }
 }
 
 impl SimState {
+    /// The error of the first injected fault matching `op` on `path`, used up by this call.
+    fn fault(&mut self, op: SimOp, path: &Path) -> Option<io::Error> {
+        let i = self.faults.iter().position(|f| f.matches(op, path))?;
+        let error = self.faults[i].error(path);
+        if self.faults[i].fire() {
+            self.faults.remove(i);
+        }
+        Some(error)
+    }
+
     fn id_of(&self, path: &Path) -> io::Result<u64> {
         self.live_names.get(path).copied().ok_or_else(|| {
             io::Error::new(
@@ -107,6 +142,7 @@ impl SimFs {
             }
             f.data = data.clone();
             f.durable = data;
+            f.lost.clear();
         }
         st.live_names = durable_names;
         st.locks.clear();
@@ -151,13 +187,36 @@ impl SimFs {
             SimFile {
                 data: bytes.to_vec(),
                 durable: bytes.to_vec(),
+                lost: Vec::new(),
             },
         );
     }
 
-    /// Makes the next `n` appends fail with an I/O error (the process lives on).
+    /// Makes the next `n` appends fail with ENOSPC, half of each reaching the file (the process
+    /// lives on).
     pub fn fail_appends(&self, n: u32) {
-        self.state().failing_appends = n;
+        let mut st = self.state();
+        st.faults.retain(|f| f.op() != SimOp::Append);
+        if n > 0 {
+            st.faults.push(Fault::enospc(SimOp::Append).times(n));
+        }
+    }
+
+    /// Adds `fault` to the plan: the matching operations fail while the process lives on.
+    pub fn inject(&self, fault: Fault) {
+        self.state().faults.push(fault);
+    }
+
+    /// Drops every injected fault not yet fired (the disk is healthy again).
+    pub fn heal(&self) {
+        self.state().faults.clear();
+    }
+
+    /// The bytes of `path` that would survive a crash now (tests).
+    pub fn durable_contents(&self, path: &Path) -> Option<Vec<u8>> {
+        let st = self.state();
+        let id = *st.durable_names.get(path)?;
+        st.files.get(&Self::id_path(id)).map(|f| f.durable.clone())
     }
 
     /// How many appends and file syncs were made.
@@ -185,18 +244,14 @@ impl WalFile for SimHandle {
             return Err(dead());
         }
         st.writes += 1;
-        if st.failing_appends > 0 {
-            st.failing_appends -= 1;
+        if let Some(e) = st.fault(SimOp::Append, &self.path) {
             // Like a write that ran out of space halfway: part of it reached the file.
             let f = st
                 .files
                 .get_mut(&SimFs::id_path(self.id))
                 .ok_or_else(dead)?;
             f.data.extend_from_slice(&bytes[..bytes.len() / 2]);
-            return Err(io::Error::new(
-                io::ErrorKind::StorageFull,
-                "simulated: no space left on device",
-            ));
+            return Err(e);
         }
         let hook = st.hook.clone();
         if let Some(h) = hook
@@ -224,11 +279,20 @@ impl WalFile for SimHandle {
             return Err(dead());
         }
         st.syncs += 1;
+        let fault = st.fault(SimOp::Sync, &self.path);
         let f = st
             .files
             .get_mut(&SimFs::id_path(self.id))
             .ok_or_else(dead)?;
-        f.durable = f.data.clone();
+        if let Some(e) = fault {
+            // Writeback failed: the dirty bytes are marked clean without reaching the disk.
+            let dirty = f.durable.len().min(f.data.len())..f.data.len();
+            if !dirty.is_empty() {
+                f.lost.push(dirty);
+            }
+            return Err(e);
+        }
+        f.durable = f.synced_image();
         Ok(())
     }
     fn len(&self) -> u64 {
@@ -247,6 +311,7 @@ impl WalFile for SimHandle {
             .get_mut(&SimFs::id_path(self.id))
             .ok_or_else(dead)?;
         f.data.truncate(len as usize);
+        f.lost.retain(|r| r.start < len as usize);
         // Shrinking is made durable by the sync that follows it; model it as immediate and pessimistic.
         if f.durable.len() > f.data.len() {
             f.durable.truncate(len as usize);
@@ -297,6 +362,9 @@ impl WalFs for SimFs {
         let id = match st.live_names.get(path) {
             Some(id) => *id,
             None => {
+                if let Some(e) = st.fault(SimOp::Create, path) {
+                    return Err(e);
+                }
                 st.next_id += 1;
                 let id = st.next_id;
                 st.live_names.insert(path.to_path_buf(), id);
@@ -316,6 +384,9 @@ impl WalFs for SimFs {
             return Err(dead());
         }
         let id = st.id_of(from)?;
+        if let Some(e) = st.fault(SimOp::Rename, from) {
+            return Err(e);
+        }
         st.live_names.remove(from);
         st.live_names.insert(to.to_path_buf(), id);
         Ok(())
@@ -326,6 +397,9 @@ impl WalFs for SimFs {
             return Err(dead());
         }
         st.id_of(path)?;
+        if let Some(e) = st.fault(SimOp::Remove, path) {
+            return Err(e);
+        }
         st.live_names.remove(path);
         Ok(())
     }
@@ -333,6 +407,9 @@ impl WalFs for SimFs {
         let mut st = self.state();
         if SimFs::is_dead(&st) {
             return Err(dead());
+        }
+        if let Some(e) = st.fault(SimOp::SyncDir, dir) {
+            return Err(e);
         }
         let live: Vec<(PathBuf, u64)> = st
             .live_names

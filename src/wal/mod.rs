@@ -351,9 +351,12 @@ impl WalDir {
             .open_append(&path)
             .map_err(|e| self.io("create segment", &path, e))?;
         self.hook(CrashPoint::InsideRotation)?;
-        self.fs
-            .sync_dir(&self.dir)
-            .map_err(|e| self.io("sync log directory", &self.dir, e))?;
+        if let Err(e) = self.fs.sync_dir(&self.dir) {
+            // Take the unused file back, so that a rotation retried after every batch does not
+            // leave an empty segment per try (one that comes back after a crash is harmless).
+            let _ = self.fs.remove(&path);
+            return Err(self.io("sync log directory", &self.dir, e));
+        }
         Ok(WalWriter {
             dir: Arc::clone(self),
             file,
