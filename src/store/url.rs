@@ -179,7 +179,7 @@ impl StoreUrl {
 /// * `kafka://host:port[,host:port]/topic?partitions=25&replication=3&...` (feature `kafka`; any other
 ///   parameter is passed to librdkafka);
 /// * `kafka-group://host:port[,host:port]/?group=connect-{connector}` (feature `kafka`): sink
-///   connectors' consumer groups ([`KafkaGroupStore`](super::kafka::KafkaGroupStore)).
+///   connectors' consumer groups (`KafkaGroupStore`).
 ///
 /// ```
 /// use connect_offsets::store::{open, OffsetStoreExt};
