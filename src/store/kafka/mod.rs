@@ -139,6 +139,7 @@ mod dead_letters;
 pub mod group;
 mod idempotent;
 mod load;
+mod pair;
 mod record;
 mod snapshot;
 mod state;
@@ -151,6 +152,7 @@ pub use config::{
     DEFAULT_PARTITIONS, DEFAULT_REPLICATION, DEFAULT_TIMEOUT, KafkaStoreBuilder, WriteMode,
 };
 pub use group::KafkaGroupStore;
+pub use pair::{FALLBACK_TOPIC, KafkaPairStore};
 pub use record::{MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key};
 pub use snapshot::Fallback;
 
