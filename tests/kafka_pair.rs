@@ -253,3 +253,72 @@ fn the_cli_works_on_the_pair() {
         cli(&["export", "--store", &url(&primary, 3, "")]).trim()
     );
 }
+
+/// A reset whose tombstone cannot reach the global topic fails before the primary is written:
+/// nothing of the batch shows, and the retry goes through.
+#[test]
+fn a_failed_global_write_leaves_the_primary_untouched() {
+    use connect_offsets::store::StoreUrl;
+    use connect_offsets::store::fault::FailMidway;
+    use connect_offsets::store::kafka::{KafkaPairStore, KafkaStoreBuilder};
+    use std::sync::Arc;
+
+    let (a, c) = (key("src", "/a"), key("src", "/c"));
+    let global = global_with(&[(a.clone(), pos(1))]);
+    let primary = TopicGuard::new("pair-primary");
+    let builder = |topic: &str| {
+        KafkaStoreBuilder::from_url(&StoreUrl::parse(&url(topic, 3, "")).unwrap()).unwrap()
+    };
+    let fault = Arc::new(FailMidway::new(0));
+    let pair =
+        KafkaPairStore::open(builder(&primary), builder(&global).fault(fault.clone())).unwrap();
+    let entries = vec![(a.clone(), None), (c.clone(), Some(pos(5)))];
+    assert!(pair.write(entries.clone()).is_err());
+    assert!(fault.fired());
+    assert_eq!(pair.get(&a).unwrap(), Some(pos(1)));
+    assert_eq!(pair.get(&c).unwrap(), None);
+    assert!(
+        read_all(&primary, "read_uncommitted").is_empty(),
+        "the primary was written"
+    );
+    pair.write(entries).unwrap();
+    assert_eq!(pair.get(&a).unwrap(), None);
+    assert_eq!(pair.get(&c).unwrap(), Some(pos(5)));
+    assert_eq!(global_alone(&global).get(&a).unwrap(), None);
+}
+
+/// A commit buffer over the pair: its seq is recorded in the primary, its resets reach both.
+#[test]
+fn a_commit_buffer_commits_through_the_pair() {
+    use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig};
+    use std::sync::Arc;
+
+    let (a, b) = (key("src", "/a"), key("src", "/b"));
+    let global = global_with(&[(a.clone(), pos(1)), (b.clone(), pos(2))]);
+    let primary = TopicGuard::new("pair-primary");
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = CommitBufferConfig::new(dir.path().join("wal"));
+    config.writer = "task-0".into();
+    let store: Arc<dyn OffsetStore> = Arc::from(open(&pair_url(&primary, &global, "")).unwrap());
+    let buf = CommitBuffer::open(store.clone(), config).unwrap();
+    buf.offer(a.clone(), pos(10)).unwrap();
+    buf.offer_reset(b.clone()).unwrap();
+    let seq = buf.commit().wait().unwrap();
+    buf.close().unwrap();
+    assert_eq!(store.applied_seq("task-0").unwrap(), seq);
+    assert_eq!(store.get(&a).unwrap(), Some(pos(10)));
+    assert_eq!(store.get(&b).unwrap(), None);
+    drop(store);
+    let alone = global_alone(&global);
+    assert_eq!(
+        alone.get(&a).unwrap(),
+        Some(pos(1)),
+        "offsets stay in the primary"
+    );
+    assert_eq!(
+        alone.get(&b).unwrap(),
+        None,
+        "resets reach the global topic"
+    );
+    assert_eq!(alone.applied_seq("task-0").unwrap(), 0);
+}
