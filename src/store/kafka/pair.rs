@@ -7,7 +7,9 @@
 //!
 //! * `get`, `partitions`, `namespaces`: the primary's offset of a partition, else the fallback's;
 //!   the partitions and namespaces of both;
-//! * an offset written goes to the primary only; the fallback's older offset stays, shadowed;
+//! * an offset written goes to the primary only; the fallback's older offset stays, shadowed
+//!   (Connect also copies it to the worker's topic, best effort and unchecked; what a pair reads
+//!   is the same either way, and a copy that may silently fail is no guarantee to offer);
 //! * a reset tombstones the partition in the fallback first, then in the primary (KAFKA-15018:
 //!   a tombstone in the primary alone lets the fallback's old offset show through again). A
 //!   failed fallback write fails the batch before the primary is touched;
