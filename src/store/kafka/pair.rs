@@ -17,6 +17,11 @@
 //!   tombstones only, so a batch counts as applied once it is in the primary, and a batch replayed
 //!   after a crash between the two writes tombstones the fallback again, which changes nothing.
 //!
+//! That fallback is the contract `ConnectorOffsetBackingStore` documents. A Connect 4.4 worker
+//! does not keep it (`tests/connect_pair.rs`): its connector store answers every key asked, an
+//! absent one as null, and that null replaces the worker store's value, so a partition only the
+//! worker topic holds reads as null there and its task starts afresh. Resets agree either way.
+//!
 //! A batch with resets is two writes to two topics, so it is not atomic
 //! ([`atomic`](OffsetStore::atomic) is false): after a failed primary write a partition that only
 //! the fallback held is gone while the batch's other entries are not in. Its seq is recorded only
