@@ -6,10 +6,52 @@
 #[path = "kafka_util/mod.rs"]
 mod kafka_util;
 
-use connect_offsets::store::kafka::KafkaStore;
-use connect_offsets::store::{OffsetStoreExt, open};
+use std::sync::Arc;
+
+use connect_offsets::conformance::Harness;
+use connect_offsets::conformance_tests;
+use connect_offsets::store::kafka::{KafkaPairStore, KafkaStore, KafkaStoreBuilder};
+use connect_offsets::store::{ApplyFault, OffsetStoreExt, StoreUrl, open};
 use connect_offsets::{Batch, Offset, OffsetKey, OffsetStore, Partition};
 use kafka_util::*;
+
+/// The conformance suite over a pair: a fresh connector topic and worker topic per test, the
+/// fault seam in the connector topic's store (where a batch commits).
+struct PairHarness {
+    primary: TopicGuard,
+    global: TopicGuard,
+}
+
+impl Harness for PairHarness {
+    fn open(
+        &mut self,
+        fault: Option<Arc<dyn ApplyFault>>,
+    ) -> connect_offsets::Result<Box<dyn OffsetStore>> {
+        let builder = |topic: &str| {
+            KafkaStoreBuilder::from_url(&StoreUrl::parse(&url(topic, 3, "")).unwrap()).unwrap()
+        };
+        let primary = match fault {
+            None => builder(&self.primary),
+            Some(f) => builder(&self.primary).fault(f),
+        };
+        Ok(Box::new(KafkaPairStore::open(
+            primary,
+            builder(&self.global),
+        )?))
+    }
+    fn reopen_keeps_data(&self) -> bool {
+        true
+    }
+}
+
+conformance_tests!(pair, || {
+    let global = TopicGuard::new("pair-conf-global");
+    drop(KafkaStore::open(&url(&global, 3, "")).unwrap());
+    PairHarness {
+        primary: TopicGuard::new("pair-conf-primary"),
+        global,
+    }
+});
 
 fn key(connector: &str, file: &str) -> OffsetKey {
     OffsetKey::new(connector, Partition::new().with("filename", file))
@@ -258,10 +300,7 @@ fn the_cli_works_on_the_pair() {
 /// nothing of the batch shows, and the retry goes through.
 #[test]
 fn a_failed_global_write_leaves_the_primary_untouched() {
-    use connect_offsets::store::StoreUrl;
     use connect_offsets::store::fault::FailMidway;
-    use connect_offsets::store::kafka::{KafkaPairStore, KafkaStoreBuilder};
-    use std::sync::Arc;
 
     let (a, c) = (key("src", "/a"), key("src", "/c"));
     let global = global_with(&[(a.clone(), pos(1))]);
@@ -291,7 +330,6 @@ fn a_failed_global_write_leaves_the_primary_untouched() {
 #[test]
 fn a_commit_buffer_commits_through_the_pair() {
     use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig};
-    use std::sync::Arc;
 
     let (a, b) = (key("src", "/a"), key("src", "/b"));
     let global = global_with(&[(a.clone(), pos(1)), (b.clone(), pos(2))]);
