@@ -3,6 +3,8 @@
 //! the connector's topic, resets tombstoned in both (KAFKA-15018).
 #![cfg(feature = "kafka")]
 
+#[cfg(feature = "cli")]
+mod http_util;
 #[path = "kafka_util/mod.rs"]
 mod kafka_util;
 
@@ -359,4 +361,43 @@ fn a_commit_buffer_commits_through_the_pair() {
         "resets reach the global topic"
     );
     assert_eq!(alone.applied_seq("task-0").unwrap(), 0);
+}
+
+/// `serve` over the pair: Connect's REST shapes on the merged view, `DELETE` resetting both topics.
+#[cfg(feature = "cli")]
+#[test]
+fn serve_answers_over_the_pair() {
+    use http_util::{Serve, request as call};
+
+    let (a, b) = (key("src", "/a"), key("src", "/b"));
+    let global = global_with(&[(a.clone(), pos(1)), (b.clone(), pos(2))]);
+    let primary = TopicGuard::new("pair-primary");
+    let store = pair_url(&primary, &global, "");
+    let s = Serve::start(&["--store", &store]);
+    let o = format!("{}/connectors/src/offsets", s.base);
+    assert_eq!(
+        call("GET", &o, None),
+        (
+            200,
+            r#"{"offsets":[{"partition":{"filename":"/a"},"offset":{"position":1}},{"partition":{"filename":"/b"},"offset":{"position":2}}]}"#.into()
+        )
+    );
+    let patch = r#"{"offsets":[{"partition":{"filename":"/a"},"offset":{"position":5}},{"partition":{"filename":"/b"},"offset":null}]}"#;
+    let (st, msg) = call("PATCH", &o, Some(patch));
+    assert_eq!(st, 200, "{msg}");
+    assert_eq!(
+        call("GET", &o, None),
+        (
+            200,
+            r#"{"offsets":[{"partition":{"filename":"/a"},"offset":{"position":5}}]}"#.into()
+        )
+    );
+    let alone = global_alone(&global);
+    assert_eq!(alone.get(&a).unwrap(), Some(pos(1)));
+    assert_eq!(alone.get(&b).unwrap(), None);
+    drop(alone);
+    let (st, msg) = call("DELETE", &o, None);
+    assert_eq!(st, 200, "{msg}");
+    assert_eq!(call("GET", &o, None), (200, r#"{"offsets":[]}"#.into()));
+    assert!(global_alone(&global).partitions("src").unwrap().is_empty());
 }
