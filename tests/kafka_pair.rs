@@ -22,6 +22,19 @@ use kafka_util::*;
 struct PairHarness {
     primary: TopicGuard,
     global: TopicGuard,
+    params: &'static str,
+}
+
+impl PairHarness {
+    fn new(params: &'static str) -> Self {
+        let global = TopicGuard::new("pair-conf-global");
+        drop(KafkaStore::open(&url(&global, 3, "")).unwrap());
+        PairHarness {
+            primary: TopicGuard::new("pair-conf-primary"),
+            global,
+            params,
+        }
+    }
 }
 
 impl Harness for PairHarness {
@@ -29,8 +42,9 @@ impl Harness for PairHarness {
         &mut self,
         fault: Option<Arc<dyn ApplyFault>>,
     ) -> connect_offsets::Result<Box<dyn OffsetStore>> {
+        let params = self.params;
         let builder = |topic: &str| {
-            KafkaStoreBuilder::from_url(&StoreUrl::parse(&url(topic, 3, "")).unwrap()).unwrap()
+            KafkaStoreBuilder::from_url(&StoreUrl::parse(&url(topic, 3, params)).unwrap()).unwrap()
         };
         let primary = match fault {
             None => builder(&self.primary),
@@ -46,14 +60,10 @@ impl Harness for PairHarness {
     }
 }
 
-conformance_tests!(pair, || {
-    let global = TopicGuard::new("pair-conf-global");
-    drop(KafkaStore::open(&url(&global, 3, "")).unwrap());
-    PairHarness {
-        primary: TopicGuard::new("pair-conf-primary"),
-        global,
-    }
-});
+conformance_tests!(pair, || PairHarness::new(""));
+conformance_tests!(pair_idempotent, || PairHarness::new(
+    "&write.mode=idempotent"
+));
 
 fn key(connector: &str, file: &str) -> OffsetKey {
     OffsetKey::new(connector, Partition::new().with("filename", file))
@@ -400,4 +410,37 @@ fn serve_answers_over_the_pair() {
     assert_eq!(st, 200, "{msg}");
     assert_eq!(call("GET", &o, None), (200, r#"{"offsets":[]}"#.into()));
     assert!(global_alone(&global).partitions("src").unwrap().is_empty());
+}
+
+/// `snapshot.dir` over the pair: one snapshot per topic, both warm on the next open.
+#[test]
+fn both_topics_start_warm_from_their_snapshots() {
+    use connect_offsets::store::kafka::Start;
+
+    let (a, b) = (key("src", "/a"), key("src", "/b"));
+    let global = global_with(&[(a.clone(), pos(1)), (b.clone(), pos(2))]);
+    let primary = TopicGuard::new("pair-primary");
+    let dir = tempfile::tempdir().unwrap();
+    let store = pair_url(
+        &primary,
+        &global,
+        &format!("&snapshot.dir={}", dir.path().display()),
+    );
+    let open_pair = || KafkaPairStore::open_url(&StoreUrl::parse(&store).unwrap()).unwrap();
+    let pair = open_pair();
+    assert_eq!(pair.primary().loaded().start, Start::Cold);
+    pair.set(a.clone(), pos(10)).unwrap();
+    pair.reset(b.clone()).unwrap();
+    drop(pair);
+    for topic in [&*primary, &*global] {
+        assert!(
+            dir.path().join(format!("{topic}.snapshot")).exists(),
+            "{topic}"
+        );
+    }
+    let pair = open_pair();
+    assert_eq!(pair.primary().loaded().start, Start::Warm);
+    assert_eq!(pair.fallback().loaded().start, Start::Warm);
+    assert_eq!(pair.get(&a).unwrap(), Some(pos(10)));
+    assert_eq!(pair.get(&b).unwrap(), None);
 }
