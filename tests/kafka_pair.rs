@@ -444,3 +444,15 @@ fn both_topics_start_warm_from_their_snapshots() {
     assert_eq!(pair.get(&a).unwrap(), Some(pos(10)));
     assert_eq!(pair.get(&b).unwrap(), None);
 }
+
+/// The same topic twice through the builders is refused before anything is opened.
+#[test]
+fn the_same_topic_twice_is_refused_through_the_builders() {
+    let topic = unique_topic("pair-same");
+    let builder =
+        || KafkaStoreBuilder::from_url(&StoreUrl::parse(&url(&topic, 3, "")).unwrap()).unwrap();
+    let e = KafkaPairStore::open(builder(), builder())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&format!("both `{topic}`")), "{e}");
+}

@@ -64,9 +64,11 @@ impl KafkaPairStore {
         Self::open(primary, fallback)
     }
 
-    /// Opens the pair from two builders; the fallback's topic must exist.
+    /// Opens the pair from two builders; the fallback's topic must exist. The two may name other
+    /// brokers (another cluster), as a connector's producer overrides may in Connect.
     pub fn open(primary: KafkaStoreBuilder, fallback: KafkaStoreBuilder) -> Result<Self> {
-        if primary.topic == fallback.topic {
+        if primary.topic == fallback.topic && primary.bootstrap.trim() == fallback.bootstrap.trim()
+        {
             return Err(crate::Error::Config(format!(
                 "kafka store: the connector's topic and the fallback topic are both `{}`; a pair \
                  needs two topics (drop `fallback.topic` to use one)",
