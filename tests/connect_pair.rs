@@ -26,7 +26,7 @@ use connect_offsets::store::OffsetStoreExt;
 use connect_offsets::store::kafka::KafkaStore;
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};
 use http_util::request as http;
-use kafka_util::{BOUNDS, bootstrap, cli, create_topic, read_all, unique_topic};
+use kafka_util::{BOUNDS, TopicGuard, bootstrap, cli, create_topic, read_all, unique_topic};
 use scripts::{ConnectWorker, java25_home, wait_for};
 
 const FILE_SOURCE: &str = "org.apache.kafka.connect.file.FileStreamSourceConnector";
@@ -119,10 +119,15 @@ impl Connector<'_> {
 #[test]
 fn an_exactly_once_worker_and_our_pair_read_and_reset_alike() {
     let bootstrap = bootstrap();
-    let global = unique_topic("connect-offsets");
-    let own = unique_topic("connector-offsets");
+    // Guards declared before the worker: dropped after it stops, they delete its topics.
+    let global = TopicGuard::new("connect-offsets");
+    let own = TopicGuard::new("connector-offsets");
     let group = unique_topic("connect-group");
-    let data = unique_topic("file-lines");
+    let _worker_topics = [
+        TopicGuard(format!("{group}-configs")),
+        TopicGuard(format!("{group}-status")),
+    ];
+    let data = TopicGuard::new("file-lines");
     create_topic(&data, 1, &[]);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("lines.txt");
