@@ -170,7 +170,8 @@ impl KafkaStoreBuilder {
     /// undecodable records are copied); `transactional.id.prefix`; `writer` (a writer to claim at open,
     /// see [`claim_writer`](Self::claim_writer)); `write.mode` (`transaction`, the default, or
     /// `idempotent`, see [`WriteMode`]); `snapshot.dir` (a local directory for the warm start
-    /// snapshot, see [`snapshot_dir`](Self::snapshot_dir); none by default). Any other parameter
+    /// snapshot, see [`snapshot_dir`](Self::snapshot_dir); none by default). `fallback.topic` is
+    /// refused: it names a pair ([`KafkaPairStore`](super::KafkaPairStore)). Any other parameter
     /// is a librdkafka property.
     pub fn from_url(url: &StoreUrl) -> Result<Self> {
         if url.scheme != "kafka" {
