@@ -29,6 +29,7 @@
 //! | `memory://` | [`store::MemoryStore`] | always |
 //! | `rocksdb:///var/lib/offsets` | `store::rocksdb::RocksDbStore` | `rocksdb` (default) |
 //! | `kafka://127.0.0.1:9092/connect-offsets?partitions=25` | `store::kafka::KafkaStore` | `kafka` |
+//! | `kafka://127.0.0.1:9092/my-connector-offsets?fallback.topic=connect-offsets` (a connector's topic, the worker's as fallback) | `store::kafka::KafkaPairStore` | `kafka` |
 //! | `kafka-group://127.0.0.1:9092/?group=connect-{connector}` (sink connectors) | `store::kafka::KafkaGroupStore` | `kafka` |
 //!
 //! A URL naming a backend whose feature is off fails with [`Error::FeatureDisabled`] naming the feature.

@@ -9,6 +9,7 @@
 //! | `memory://` | [`MemoryStore`] | always |
 //! | `rocksdb:///var/lib/offsets` | [`RocksDbStore`](rocksdb::RocksDbStore) | `rocksdb` |
 //! | `kafka://127.0.0.1:9092/connect-offsets?partitions=25` | `KafkaStore` | `kafka` |
+//! | `kafka://127.0.0.1:9092/my-connector-offsets?fallback.topic=connect-offsets` | `KafkaPairStore` (a connector's topic, the worker's as fallback) | `kafka` |
 //! | `kafka-group://127.0.0.1:9092/?group=connect-{connector}` | `KafkaGroupStore` (sink connectors) | `kafka` |
 
 use std::fmt;

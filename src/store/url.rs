@@ -177,7 +177,8 @@ impl StoreUrl {
 /// * `memory://`: a new, empty [`MemoryStore`](super::MemoryStore);
 /// * `rocksdb:///absolute/path` or `rocksdb://relative/path`, optional `?sync=true`;
 /// * `kafka://host:port[,host:port]/topic?partitions=25&replication=3&...` (feature `kafka`; any other
-///   parameter is passed to librdkafka);
+///   parameter is passed to librdkafka); with `fallback.topic=connect-offsets`, a connector's own
+///   topic read in front of the worker's ([`KafkaPairStore`](super::kafka::KafkaPairStore));
 /// * `kafka-group://host:port[,host:port]/?group=connect-{connector}` (feature `kafka`): sink
 ///   connectors' consumer groups (`KafkaGroupStore`).
 ///
@@ -237,6 +238,9 @@ fn open_rocksdb(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
 
 #[cfg(feature = "kafka")]
 fn open_kafka(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
+    if url.param(super::kafka::FALLBACK_TOPIC).is_some() {
+        return Ok(Box::new(super::kafka::KafkaPairStore::open_url(url)?));
+    }
     Ok(Box::new(super::kafka::KafkaStore::open_url(url)?))
 }
 

@@ -174,6 +174,17 @@ impl ConnectWorker {
         offsets_topic: &str,
         group_id: &str,
     ) -> ConnectWorker {
+        Self::start_with(java_home, bootstrap, offsets_topic, group_id, "")
+    }
+
+    /// [`ConnectWorker::start_on`] with `extra` lines appended to the worker's properties.
+    pub fn start_with(
+        java_home: &Path,
+        bootstrap: &str,
+        offsets_topic: &str,
+        group_id: &str,
+        extra: &str,
+    ) -> ConnectWorker {
         let port = std::env::var("CONNECT_PORT").unwrap_or_else(|_| "8083".into());
         let status = script_output("connect", &["status"], &[]);
         assert!(
@@ -198,6 +209,7 @@ impl ConnectWorker {
                 ("CONNECT_BOOTSTRAP", bootstrap),
                 ("CONNECT_OFFSETS_TOPIC", offsets_topic),
                 ("CONNECT_GROUP_ID", group_id),
+                ("CONNECT_EXTRA_PROPERTIES", extra),
             ],
         );
         // The worker that answers must be ours, with our topic.

@@ -103,6 +103,7 @@ pub struct KafkaStoreBuilder {
     pub(super) claim: Option<String>,
     pub(super) write_mode: WriteMode,
     pub(super) snapshot_dir: Option<PathBuf>,
+    pub(super) must_exist: bool,
     pub(super) properties: Vec<(String, String)>,
     pub(super) fault: Option<Arc<dyn ApplyFault>>,
 }
@@ -155,6 +156,7 @@ impl KafkaStoreBuilder {
             claim: None,
             write_mode: WriteMode::default(),
             snapshot_dir: None,
+            must_exist: false,
             properties: Vec::new(),
             fault: None,
         }
@@ -168,7 +170,8 @@ impl KafkaStoreBuilder {
     /// undecodable records are copied); `transactional.id.prefix`; `writer` (a writer to claim at open,
     /// see [`claim_writer`](Self::claim_writer)); `write.mode` (`transaction`, the default, or
     /// `idempotent`, see [`WriteMode`]); `snapshot.dir` (a local directory for the warm start
-    /// snapshot, see [`snapshot_dir`](Self::snapshot_dir); none by default). Any other parameter
+    /// snapshot, see [`snapshot_dir`](Self::snapshot_dir); none by default). `fallback.topic` is
+    /// refused: it names a pair ([`KafkaPairStore`](super::KafkaPairStore)). Any other parameter
     /// is a librdkafka property.
     pub fn from_url(url: &StoreUrl) -> Result<Self> {
         if url.scheme != "kafka" {
@@ -221,6 +224,12 @@ impl KafkaStoreBuilder {
                         ));
                     }
                     b.snapshot_dir = Some(PathBuf::from(v))
+                }
+                "fallback.topic" => {
+                    return Err(url.error(
+                        "`fallback.topic` names a pair of topics: open it with store::open or \
+                         KafkaPairStore, not KafkaStore",
+                    ));
                 }
                 _ => b.properties.push((k.clone(), v.clone())),
             }
@@ -290,6 +299,13 @@ impl KafkaStoreBuilder {
     /// topic is read whole (see the [store documentation](super)).
     pub fn snapshot_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.snapshot_dir = Some(dir.into());
+        self
+    }
+
+    /// Refuses to open when the topic does not exist, instead of creating it (the worker-wide
+    /// topic of a [`KafkaPairStore`](super::KafkaPairStore): only a worker makes that one).
+    pub fn must_exist(mut self, must_exist: bool) -> Self {
+        self.must_exist = must_exist;
         self
     }
 
@@ -377,6 +393,7 @@ impl KafkaStoreBuilder {
             strict: self.strict,
             dead_letter: self.dead_letter.clone(),
             snapshot_dir: self.snapshot_dir.clone(),
+            must_exist: self.must_exist,
             transactional_id_prefix: prefix,
             write_mode: self.write_mode,
             properties,
@@ -449,6 +466,7 @@ pub(crate) struct Settings {
     pub strict: bool,
     pub dead_letter: Option<PathBuf>,
     pub snapshot_dir: Option<PathBuf>,
+    pub must_exist: bool,
     pub transactional_id_prefix: String,
     pub write_mode: WriteMode,
     pub properties: Vec<(String, String)>,

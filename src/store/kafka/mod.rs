@@ -3,7 +3,9 @@
 //! Opened by URL, `kafka://host:port[,host:port]/topic?partitions=25&replication=3&<librdkafka
 //! property>=...`, or by [`KafkaStoreBuilder`]. Every parameter that is not ours (see
 //! [`KafkaStoreBuilder::from_url`]) is a librdkafka property and reaches all clients, security
-//! settings included; secret values never appear in `Debug` output, logs or errors.
+//! settings included; secret values never appear in `Debug` output, logs or errors. With
+//! `fallback.topic=<worker topic>` the URL names a connector's own topic in front of the worker's
+//! ([`KafkaPairStore`], opened by [`open`](crate::store::open)).
 //!
 //! ## Records: exactly Connect's
 //! * key = `["connector",{partition}]` ([`OffsetKey::connect_key`]), value = the offset object
@@ -139,6 +141,7 @@ mod dead_letters;
 pub mod group;
 mod idempotent;
 mod load;
+pub mod pair;
 mod record;
 mod snapshot;
 mod state;
@@ -151,6 +154,7 @@ pub use config::{
     DEFAULT_PARTITIONS, DEFAULT_REPLICATION, DEFAULT_TIMEOUT, KafkaStoreBuilder, WriteMode,
 };
 pub use group::KafkaGroupStore;
+pub use pair::{FALLBACK_TOPIC, KafkaPairStore};
 pub use record::{MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key};
 pub use snapshot::Fallback;
 

@@ -33,6 +33,13 @@ pub(crate) fn ensure_topic(settings: &Settings, reader: &BaseConsumer<Ctx>) -> R
     let admin = Admin(Some(admin(settings)?));
     let partitions = match lookup(settings, reader, deadline)? {
         Lookup::Partitions(n) => n,
+        Lookup::Missing if settings.must_exist => {
+            return Err(Error::Config(format!(
+                "kafka store: topic `{}` does not exist on {} (it is not created: it must be the \
+                 worker's existing offsets topic)",
+                settings.topic, settings.bootstrap
+            )));
+        }
         Lookup::Missing => {
             create(settings, admin.get(), deadline)?;
             // The new topic reaches every broker's metadata cache a moment later.

@@ -1,0 +1,266 @@
+//! A connector's own offsets topic read in front of the worker-wide one: [`KafkaPairStore`].
+//!
+//! With exactly-once source support a connector may set `offsets.storage.topic` to a topic of its
+//! own while the worker keeps its global topic. Connect (`ConnectorOffsetBackingStore`) then reads
+//! a partition from the connector's topic (the **primary**) and, when it has no live record there,
+//! from the worker's (the **fallback**). This store does the same:
+//!
+//! * `get`, `partitions`, `namespaces`: the primary's offset of a partition, else the fallback's;
+//!   the partitions and namespaces of both;
+//! * an offset written goes to the primary only; the fallback's older offset stays, shadowed
+//!   (Connect also copies it to the worker's topic, best effort and unchecked; what a pair reads
+//!   is the same either way, and a copy that may silently fail is no guarantee to offer);
+//! * a reset tombstones the partition in the fallback first, then in the primary (KAFKA-15018:
+//!   a tombstone in the primary alone lets the fallback's old offset show through again). A
+//!   failed fallback write fails the batch before the primary is touched;
+//! * `applied_seq`, `writers` and the markers are the primary's: the fallback gets unsequenced
+//!   tombstones only, so a batch counts as applied once it is in the primary, and a batch replayed
+//!   after a crash between the two writes tombstones the fallback again, which changes nothing.
+//!
+//! That fallback is the contract `ConnectorOffsetBackingStore` documents. A Connect 4.4 worker
+//! does not keep it (`tests/connect_pair.rs`): its connector store answers every key asked, an
+//! absent one as null, and that null replaces the worker store's value, so a partition only the
+//! worker topic holds reads as null there and its task starts afresh. Resets agree either way.
+//!
+//! A batch with resets is two writes to two topics, so it is not atomic
+//! ([`atomic`](OffsetStore::atomic) is false): after a failed primary write a partition that only
+//! the fallback held is gone while the batch's other entries are not in. Its seq is recorded only
+//! with the primary write, so a commit buffer replays the batch whole.
+//!
+//! Opened by URL: `kafka://host:port/<connector topic>?fallback.topic=<worker topic>&...`. Every
+//! other parameter applies to both topics, except `partitions`, `replication` and `writer`, which
+//! are the primary's: the fallback topic is never created (it must exist) and nobody claims a
+//! writer on it. `snapshot.dir` keeps one snapshot per topic (`<topic>.snapshot`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::KafkaStore;
+use super::config::KafkaStoreBuilder;
+use crate::model::{Batch, OffsetKey};
+use crate::store::OffsetStore;
+use crate::store::url::StoreUrl;
+use crate::{Offset, Result};
+
+/// The URL parameter naming the worker-wide topic.
+pub const FALLBACK_TOPIC: &str = "fallback.topic";
+
+/// Parameters that concern only the primary topic.
+const PRIMARY_ONLY: &[&str] = &["partitions", "replication", "writer"];
+
+/// A connector's offsets topic with the worker's topic as fallback (see the
+/// [module documentation](self)).
+#[derive(Debug)]
+pub struct KafkaPairStore {
+    primary: KafkaStore,
+    fallback: KafkaStore,
+}
+
+impl KafkaPairStore {
+    /// Opens the pair a `kafka://host:port/topic?fallback.topic=other` URL names.
+    pub fn open_url(url: &StoreUrl) -> Result<Self> {
+        let (primary, fallback) = split_url(url)?;
+        let primary = KafkaStoreBuilder::from_url(&primary)?;
+        let fallback = KafkaStoreBuilder::from_url(&fallback)?.must_exist(true);
+        Self::open(primary, fallback)
+    }
+
+    /// Opens the pair from two builders; the fallback's topic must exist. The two may name other
+    /// brokers (another cluster), as a connector's producer overrides may in Connect.
+    pub fn open(primary: KafkaStoreBuilder, fallback: KafkaStoreBuilder) -> Result<Self> {
+        if primary.topic == fallback.topic && primary.bootstrap.trim() == fallback.bootstrap.trim()
+        {
+            return Err(crate::Error::Config(format!(
+                "kafka store: the connector's topic and the fallback topic are both `{}`; a pair \
+                 needs two topics (drop `fallback.topic` to use one)",
+                primary.topic
+            )));
+        }
+        // The fallback first: a missing worker topic fails before the primary is created.
+        let fallback = fallback.must_exist(true).open()?;
+        let primary = primary.open()?;
+        Ok(KafkaPairStore { primary, fallback })
+    }
+
+    /// The connector's own topic: read first, written.
+    pub fn primary(&self) -> &KafkaStore {
+        &self.primary
+    }
+
+    /// The worker-wide topic: read for partitions the primary lacks, tombstoned on resets.
+    pub fn fallback(&self) -> &KafkaStore {
+        &self.fallback
+    }
+}
+
+/// The primary's URL and the fallback's, from a pair URL.
+fn split_url(url: &StoreUrl) -> Result<(StoreUrl, StoreUrl)> {
+    let fallback_topic = match url.param(FALLBACK_TOPIC) {
+        Some(t) if !t.trim().is_empty() => t.to_string(),
+        _ => {
+            return Err(url.error(
+                "`fallback.topic` must name the worker's offsets topic, e.g. \
+                 fallback.topic=connect-offsets",
+            ));
+        }
+    };
+    let Some((hosts, topic)) = url.location.split_once('/') else {
+        return Err(url.error(
+            "no topic: use kafka://host:port/<connector topic>?fallback.topic=<worker topic>",
+        ));
+    };
+    if topic == fallback_topic {
+        return Err(url.error(format!(
+            "`fallback.topic` is the connector's topic `{topic}` itself; a pair needs two topics"
+        )));
+    }
+    let shared = |keep: &dyn Fn(&str) -> bool| -> Vec<(String, String)> {
+        url.params
+            .iter()
+            .filter(|(k, _)| k != FALLBACK_TOPIC && keep(k))
+            .cloned()
+            .collect()
+    };
+    let primary = StoreUrl {
+        scheme: url.scheme.clone(),
+        location: url.location.clone(),
+        params: shared(&|_| true),
+    };
+    let fallback = StoreUrl {
+        scheme: url.scheme.clone(),
+        location: format!("{hosts}/{fallback_topic}"),
+        params: shared(&|k| !PRIMARY_ONLY.contains(&k)),
+    };
+    Ok((primary, fallback))
+}
+
+impl OffsetStore for KafkaPairStore {
+    fn kind(&self) -> &'static str {
+        "kafka"
+    }
+
+    fn apply(&self, batch: &Batch) -> Result<()> {
+        self.apply_with(batch, |b| self.primary.apply(b))
+    }
+
+    fn apply_logged(&self, batch: &Batch) -> Result<()> {
+        self.apply_with(batch, |b| self.primary.apply_logged(b))
+    }
+
+    fn applied_seq(&self, writer: &str) -> Result<u64> {
+        self.primary.applied_seq(writer)
+    }
+
+    fn writers(&self) -> Result<Vec<(String, u64)>> {
+        self.primary.writers()
+    }
+
+    fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> {
+        match self.primary.get(key)? {
+            Some(o) => Ok(Some(o)),
+            None => self.fallback.get(key),
+        }
+    }
+
+    fn get_many(&self, keys: &[OffsetKey]) -> Result<Vec<Option<Offset>>> {
+        let primary = self.primary.get_many(keys)?;
+        let fallback = self.fallback.get_many(keys)?;
+        Ok(primary
+            .into_iter()
+            .zip(fallback)
+            .map(|(p, f)| p.or(f))
+            .collect())
+    }
+
+    fn partitions(&self, namespace: &str) -> Result<Vec<(OffsetKey, Offset)>> {
+        let mut merged: BTreeMap<OffsetKey, Offset> =
+            self.fallback.partitions(namespace)?.into_iter().collect();
+        merged.extend(self.primary.partitions(namespace)?);
+        Ok(merged.into_iter().collect())
+    }
+
+    fn namespaces(&self) -> Result<Vec<String>> {
+        let mut all: BTreeSet<String> = self.fallback.namespaces()?.into_iter().collect();
+        all.extend(self.primary.namespaces()?);
+        Ok(all.into_iter().collect())
+    }
+
+    fn persist(&self) -> Result<()> {
+        self.fallback.persist()?;
+        self.primary.persist()
+    }
+
+    fn durable(&self) -> bool {
+        true
+    }
+
+    /// Two topics, two writes: see the [module documentation](self).
+    fn atomic(&self) -> bool {
+        false
+    }
+}
+
+impl KafkaPairStore {
+    /// Tombstones the batch's resets in the fallback, then writes the whole batch to the primary
+    /// with `write`. A batch the primary already applied is skipped whole.
+    fn apply_with(&self, batch: &Batch, write: impl Fn(&Batch) -> Result<()>) -> Result<()> {
+        if batch.seq != 0 && batch.seq <= self.primary.applied_seq(&batch.writer)? {
+            return Ok(());
+        }
+        let resets: Vec<_> = batch
+            .entries
+            .iter()
+            .filter(|(_, v)| v.is_none())
+            .map(|(k, _)| (k.clone(), None))
+            .collect();
+        if !resets.is_empty() {
+            self.fallback.apply(&Batch::new("", 0, resets))?;
+        }
+        write(batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(raw: &str) -> Result<(String, String)> {
+        let (p, f) = split_url(&StoreUrl::parse(raw)?)?;
+        Ok((p.to_string(), f.to_string()))
+    }
+
+    #[test]
+    fn parameters_go_where_they_belong() {
+        let (p, f) = split(
+            "kafka://h:9092/conn?partitions=5&fallback.topic=global&write.mode=idempotent&writer=w\
+             &replication=1&snapshot.dir=/tmp/s&sasl.password=x",
+        )
+        .unwrap();
+        assert_eq!(
+            p,
+            "kafka://h:9092/conn?partitions=5&write.mode=idempotent&writer=w&replication=1\
+             &snapshot.dir=/tmp/s&sasl.password=****"
+        );
+        assert_eq!(
+            f,
+            "kafka://h:9092/global?write.mode=idempotent&snapshot.dir=/tmp/s&sasl.password=****"
+        );
+    }
+
+    #[test]
+    fn bad_pairs_are_refused_by_name() {
+        let e = split("kafka://h:9092/conn?fallback.topic=conn")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is the connector's topic `conn` itself"), "{e}");
+        let e = split("kafka://h:9092/conn?fallback.topic=")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`fallback.topic` must name"), "{e}");
+        let e = KafkaStoreBuilder::from_url(
+            &StoreUrl::parse("kafka://h:9092/conn?fallback.topic=g").unwrap(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("KafkaPairStore"), "{e}");
+    }
+}
