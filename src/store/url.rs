@@ -178,7 +178,7 @@ impl StoreUrl {
 /// * `rocksdb:///absolute/path` or `rocksdb://relative/path`, optional `?sync=true`;
 /// * `kafka://host:port[,host:port]/topic?partitions=25&replication=3&...` (feature `kafka`; any other
 ///   parameter is passed to librdkafka); with `fallback.topic=connect-offsets`, a connector's own
-///   topic read in front of the worker's ([`KafkaPairStore`](super::kafka::KafkaPairStore));
+///   topic read in front of the worker's (`KafkaPairStore`);
 /// * `kafka-group://host:port[,host:port]/?group=connect-{connector}` (feature `kafka`): sink
 ///   connectors' consumer groups (`KafkaGroupStore`).
 ///
