@@ -33,14 +33,14 @@ mod scripts;
 
 use std::time::Duration;
 
-use connect_offsets::codec::json::{self, Json};
+use connect_offsets::codec::json;
 use connect_offsets::connector_offsets::ConnectorOffsets;
 use connect_offsets::store::OffsetStoreExt;
 use connect_offsets::store::kafka::KafkaStore;
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};
 use http_util::{Serve, request as http};
 use kafka_util::{BOUNDS, bootstrap, cli, create_topic, read_all, unique_topic, written_since};
-use scripts::{ConnectWorker, java17_home, wait_for};
+use scripts::{ConnectWorker, connector_status, java17_home, wait_for};
 
 const FILE_SOURCE: &str = "org.apache.kafka.connect.file.FileStreamSourceConnector";
 const WAIT: Duration = Duration::from_secs(90);
@@ -269,28 +269,7 @@ impl<'a> Connect<'a> {
         if st != 200 {
             return None;
         }
-        let Ok(Json::Object(obj)) = json::parse(body.as_bytes()) else {
-            return None;
-        };
-        let state = |v: &Json| match v {
-            Json::Object(m) => m
-                .iter()
-                .find(|(n, _)| n == "state")
-                .and_then(|(_, s)| match s {
-                    Json::String(s) => Some(s.clone()),
-                    _ => None,
-                }),
-            _ => None,
-        };
-        let connector = obj
-            .iter()
-            .find(|(n, _)| n == "connector")
-            .and_then(|(_, v)| state(v))?;
-        let tasks = match obj.iter().find(|(n, _)| n == "tasks") {
-            Some((_, Json::Array(ts))) => ts.iter().filter_map(state).collect(),
-            _ => Vec::new(),
-        };
-        Some((connector, tasks))
+        connector_status(&body)
     }
 
     fn wait_state(&self, connector: &str, tasks: &[&str]) {

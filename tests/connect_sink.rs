@@ -20,13 +20,13 @@ use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;
 
-use connect_offsets::codec::json::{self, Json};
+use connect_offsets::codec::json;
 use connect_offsets::connector_offsets::ConnectorOffsets;
 use connect_offsets::store::kafka::KafkaGroupStore;
 use connect_offsets::{OffsetKey, Value};
 use http_util::{Serve, request as http};
 use kafka_util::{TopicGuard, bootstrap, cli, create_topic, produce_plain, unique_topic};
-use scripts::{ConnectWorker, wait_for};
+use scripts::{ConnectWorker, connector_status, wait_for};
 
 const FILE_SINK: &str = "org.apache.kafka.connect.file.FileStreamSinkConnector";
 const WAIT: Duration = Duration::from_secs(120);
@@ -109,28 +109,7 @@ impl Sink<'_> {
         if st != 200 {
             return None;
         }
-        let Ok(Json::Object(obj)) = json::parse(body.as_bytes()) else {
-            return None;
-        };
-        let state = |v: &Json| match v {
-            Json::Object(m) => m
-                .iter()
-                .find(|(n, _)| n == "state")
-                .and_then(|(_, s)| match s {
-                    Json::String(s) => Some(s.clone()),
-                    _ => None,
-                }),
-            _ => None,
-        };
-        let connector = obj
-            .iter()
-            .find(|(n, _)| n == "connector")
-            .and_then(|(_, v)| state(v))?;
-        let tasks = match obj.iter().find(|(n, _)| n == "tasks") {
-            Some((_, Json::Array(ts))) => ts.iter().filter_map(state).collect(),
-            _ => Vec::new(),
-        };
-        Some((connector, tasks))
+        connector_status(&body)
     }
 
     fn wait_state(&self, connector: &str, tasks: &[&str]) {

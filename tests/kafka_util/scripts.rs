@@ -147,6 +147,34 @@ pub fn wait_for<T>(
     }
 }
 
+/// The connector's state and its tasks' states from the body of Connect's
+/// `GET /connectors/{name}/status`.
+pub fn connector_status(body: &str) -> Option<(String, Vec<String>)> {
+    use connect_offsets::codec::json::{self, Json};
+    let Ok(Json::Object(obj)) = json::parse(body.as_bytes()) else {
+        return None;
+    };
+    let state = |v: &Json| match v {
+        Json::Object(m) => m
+            .iter()
+            .find(|(n, _)| n == "state")
+            .and_then(|(_, s)| match s {
+                Json::String(s) => Some(s.clone()),
+                _ => None,
+            }),
+        _ => None,
+    };
+    let connector = obj
+        .iter()
+        .find(|(n, _)| n == "connector")
+        .and_then(|(_, v)| state(v))?;
+    let tasks = match obj.iter().find(|(n, _)| n == "tasks") {
+        Some((_, Json::Array(ts))) => ts.iter().filter_map(state).collect(),
+        _ => Vec::new(),
+    };
+    Some((connector, tasks))
+}
+
 /// A Kafka Connect distributed worker started by `scripts/connect start` (on Java 25 unless
 /// [`ConnectWorker::start_on`] names another JDK); stopped by
 /// `scripts/connect stop` when dropped.
