@@ -242,6 +242,11 @@ impl ResetPolicies {
         self
     }
 
+    /// The policy of connectors not named in the spec.
+    pub fn default_policy(&self) -> ResetPolicy {
+        self.default
+    }
+
     /// The policy for `connector`.
     pub fn policy_for(&self, connector: &str) -> ResetPolicy {
         self.per_connector

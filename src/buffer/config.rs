@@ -13,6 +13,7 @@ use crate::crash::CrashHook;
 use crate::fs::{RealFs, WalFs};
 use crate::model::Batch;
 use crate::once::{OnceOverride, validate_id};
+use crate::policy::{ResetPolicies, ResetPolicy};
 use crate::wal::RecoveryPolicy;
 use crate::{Error, Offset, OffsetKey, Result};
 
@@ -51,6 +52,9 @@ pub struct CommitBufferConfig {
     pub max_in_flight: usize,
     /// What recovery does with corrupt log bytes.
     pub recovery: RecoveryPolicy,
+    /// What the worker's lookups do with offsets they cannot use, per connector
+    /// ([`ResetPolicies::load`]); `offsets.reset.policy` sets it and, from its default, `recovery`.
+    pub reset_policies: ResetPolicies,
     /// Where recovery puts bytes it skips (default `<wal_dir>/dead-letter.jsonl`).
     pub dead_letter: Option<PathBuf>,
     /// Offsets applied once at open, after recovery and before any new commit, as one batch of
@@ -80,6 +84,7 @@ impl std::fmt::Debug for CommitBufferConfig {
             .field("when_full", &self.when_full)
             .field("segment_bytes", &self.segment_bytes)
             .field("recovery", &self.recovery)
+            .field("reset_policies", &self.reset_policies)
             .field("once", &self.once.as_ref().map(|o| o.id()))
             .finish_non_exhaustive()
     }
@@ -101,6 +106,7 @@ impl CommitBufferConfig {
             segment_bytes: 16 << 20,
             max_in_flight: 1024,
             recovery: RecoveryPolicy::Fail,
+            reset_policies: ResetPolicies::default(),
             once: None,
             once_id: None,
             once_entries: None,
@@ -134,7 +140,9 @@ impl CommitBufferConfig {
     /// Sets one property by Kafka Connect's name (`offset.flush.interval.ms`,
     /// `offset.flush.timeout.ms`) or ours (`offsets.writer`, `offsets.durability` = local|store,
     /// `offsets.max.pending`, `offsets.when.full` = block|reject, `offsets.segment.bytes`,
-    /// `offsets.recovery` = fail|skip, `offsets.dead.letter.file`, and an override that applies once:
+    /// `offsets.recovery` = fail|skip, `offsets.reset.policy` (a [`ResetPolicies`] spec such as
+    /// `fail,orders=skip`; its default is also the recovery policy, so only fail or skip),
+    /// `offsets.dead.letter.file`, and an override that applies once:
     /// `offsets.once.id` with `offsets.once.file`, a JSON document in `export`'s format whose null
     /// offsets are resets, read when set).
     pub fn set(&mut self, name: &str, value: &str) -> Result<&mut Self> {
@@ -177,6 +185,21 @@ impl CommitBufferConfig {
                     "skip" => RecoveryPolicy::Skip,
                     _ => return Err(bad("expected fail or skip")),
                 }
+            }
+            "offsets.reset.policy" => {
+                let policies = ResetPolicies::parse(value).map_err(|e| bad(&e.to_string()))?;
+                self.recovery = match policies.default_policy() {
+                    ResetPolicy::Fail => RecoveryPolicy::Fail,
+                    ResetPolicy::Skip => RecoveryPolicy::Skip,
+                    p => {
+                        return Err(bad(&format!(
+                            "the default policy is also what recovery does with corrupt log \
+                             bytes, which belong to no partition: it must be fail or skip, not \
+                             {p} (name connectors for {p}, as in `fail,orders={p}`)"
+                        )));
+                    }
+                };
+                self.reset_policies = policies;
             }
             "offsets.dead.letter.file" => self.dead_letter = Some(PathBuf::from(value)),
             "offsets.once.id" => {

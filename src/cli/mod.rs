@@ -47,6 +47,36 @@ pub(crate) struct StoreArg {
     /// kafka-group://host:port/?group=connect-{connector} (sink connectors' consumer groups)
     #[arg(long, env = "CONNECT_OFFSETS_STORE")]
     pub(crate) store: String,
+    /// What to do with offsets records that do not decode (kafka:// stores): fail, skip, or per
+    /// connector as in `skip,orders=fail` (the URL's `reset.policy`)
+    #[arg(long, value_name = "POLICY")]
+    pub(crate) reset_policy: Option<String>,
+    /// Where records that do not decode are copied (the URL's `dead.letter.file`)
+    #[arg(long, value_name = "FILE")]
+    pub(crate) dead_letter: Option<std::path::PathBuf>,
+}
+
+impl StoreArg {
+    /// The store's URL with the flags above as its parameters.
+    pub(crate) fn url(&self) -> String {
+        let mut url = self.store.clone();
+        let flags = [
+            ("reset.policy", self.reset_policy.clone()),
+            (
+                "dead.letter.file",
+                self.dead_letter.as_ref().map(|p| p.display().to_string()),
+            ),
+        ];
+        for (name, value) in flags {
+            if let Some(v) = value {
+                let sep = if url.contains('?') { '&' } else { '?' };
+                let v =
+                    percent_encoding::utf8_percent_encode(&v, percent_encoding::NON_ALPHANUMERIC);
+                url.push_str(&format!("{sep}{name}={v}"));
+            }
+        }
+        url
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -146,7 +176,7 @@ fn run(command: Command) -> connect_offsets::Result<ExitCode> {
 }
 
 pub(crate) fn open(store: &StoreArg) -> connect_offsets::Result<Box<dyn OffsetStore>> {
-    connect_offsets::open(&store.store)
+    connect_offsets::open(&store.url())
 }
 
 /// Parses a `--partition` argument: a JSON object or `null`.

@@ -593,7 +593,7 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
         rows.sort_by(|a, b| a.connector.cmp(&b.connector));
     }
     let brokers = a.kafka.clone().or_else(|| {
-        connect_offsets::store::StoreUrl::parse(&a.store.store)
+        connect_offsets::store::StoreUrl::parse(&a.store.url())
             .ok()
             .filter(|u| u.scheme == "kafka" || u.scheme == "kafka-group")
             .and_then(|u| u.location.split('/').next().map(str::to_string))

@@ -400,13 +400,13 @@ fn percent_decode(s: &str) -> String {
 }
 
 pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
-    let url = StoreUrl::parse(&a.store.store)?;
+    let url = StoreUrl::parse(&a.store.url())?;
     let shown_url = url.to_string();
     let access = if url.scheme == "memory" {
-        Access::Shared(connect_offsets::open(&a.store.store)?)
+        Access::Shared(connect_offsets::open(&a.store.url())?)
     } else {
         // Fail now on a bad URL or an unreachable store; a store in use is fine (reads wait for it).
-        match connect_offsets::open(&a.store.store) {
+        match connect_offsets::open(&a.store.url()) {
             Ok(_) => {}
             Err(Error::Locked { path, .. }) => eprintln!(
                 "note: {} is in use by a running writer now: reads answer 409 and modifications 400 until it stops",
@@ -414,7 +414,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
             ),
             Err(e) => return Err(e),
         }
-        Access::PerRequest(a.store.store.clone())
+        Access::PerRequest(a.store.url())
     };
     for dir in &a.wal_dir {
         if !dir.is_dir() {

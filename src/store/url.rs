@@ -159,6 +159,23 @@ impl StoreUrl {
         Ok(())
     }
 
+    /// Fails with a clear reason when `reset.policy` or `dead.letter.file` is given to a store
+    /// that loads nothing it did not decode when writing it.
+    pub(crate) fn refuse_load_policy(&self) -> Result<()> {
+        match ["reset.policy", "dead.letter.file"]
+            .into_iter()
+            .find(|p| self.param(p).is_some())
+        {
+            Some(p) => Err(self.error(format!(
+                "`{p}` (--reset-policy, --dead-letter) is for stores that load records others \
+                 wrote (kafka://); a {} store holds only offsets it checked when they were \
+                 written (a worker's log has its own: `offsets.reset.policy`)",
+                self.scheme
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// A boolean parameter (`true`/`false`/`1`/`0`), `default` when absent.
     pub fn bool_param(&self, name: &str, default: bool) -> Result<bool> {
         match self.param(name) {
@@ -196,6 +213,7 @@ pub fn open(raw: &str) -> Result<Box<dyn OffsetStore>> {
     let url = StoreUrl::parse(raw)?;
     match url.scheme.as_str() {
         "memory" => {
+            url.refuse_load_policy()?;
             url.only_params(&[])?;
             if !url.location.is_empty() {
                 return Err(url.error("memory:// takes no location"));
@@ -213,6 +231,7 @@ pub fn open(raw: &str) -> Result<Box<dyn OffsetStore>> {
 
 #[cfg(feature = "rocksdb")]
 fn open_rocksdb(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
+    url.refuse_load_policy()?;
     url.only_params(&["sync"])?;
     if url.location.is_empty() {
         return Err(
@@ -254,6 +273,7 @@ fn open_kafka(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
 
 #[cfg(feature = "kafka")]
 fn open_kafka_group(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
+    url.refuse_load_policy()?;
     Ok(Box::new(super::kafka::KafkaGroupStore::open_url(url)?))
 }
 

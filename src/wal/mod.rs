@@ -234,7 +234,7 @@ impl WalDir {
                         return Err(Error::Corrupted {
                             file: path,
                             offset: 0,
-                            reason: bad.reason,
+                            reason: refusal(&bad.reason, dead_letter),
                         });
                     }
                     self.quarantine(dead_letter, &path, 0, &bytes, &bad.reason)?;
@@ -291,7 +291,7 @@ impl WalDir {
                             return Err(Error::Corrupted {
                                 file: path.clone(),
                                 offset: bad.offset as u64,
-                                reason: bad.reason,
+                                reason: refusal(&bad.reason, dead_letter),
                             });
                         }
                         tracing::error!(file = %path.display(), offset = bad.offset, len = bad.len, reason = %bad.reason,
@@ -558,4 +558,16 @@ impl WalWriter {
     pub fn dir(&self) -> &Arc<WalDir> {
         &self.dir
     }
+}
+
+/// Why recovery under policy `fail` refuses corrupt bytes, and where `skip` would keep them.
+fn refusal(reason: &str, dead_letter: Option<&DeadLetterFile>) -> String {
+    let kept = dead_letter.map_or("the dead-letter file (none is configured)".into(), |d| {
+        format!("the dead-letter file {}", d.path().display())
+    });
+    format!(
+        "{reason} (recovery policy fail; `connect-offsets wal inspect` shows the frames, and the \
+         policy skip (`offsets.reset.policy=skip`) moves the bad bytes to {kept} and goes on, \
+         losing the batches they held)"
+    )
 }

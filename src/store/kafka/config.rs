@@ -15,6 +15,7 @@ use rdkafka::ClientConfig;
 use rdkafka::config::RDKafkaLogLevel;
 use tracing::level_filters::LevelFilter;
 
+use crate::policy::{ResetPolicies, ResetPolicy};
 use crate::store::ApplyFault;
 use crate::store::url::{StoreUrl, is_secret};
 use crate::{Error, Result};
@@ -98,6 +99,7 @@ pub struct KafkaStoreBuilder {
     pub(super) replication: i32,
     pub(super) timeout: Duration,
     pub(super) strict: bool,
+    pub(super) reset_policies: Option<ResetPolicies>,
     pub(super) dead_letter: Option<PathBuf>,
     pub(super) transactional_id_prefix: Option<String>,
     pub(super) claim: Option<String>,
@@ -117,6 +119,7 @@ impl fmt::Debug for KafkaStoreBuilder {
             .field("replication", &self.replication)
             .field("timeout", &self.timeout)
             .field("strict", &self.strict)
+            .field("reset_policies", &self.reset_policies)
             .field("dead_letter", &self.dead_letter)
             .field("transactional_id_prefix", &self.transactional_id_prefix)
             .field("claim", &self.claim)
@@ -151,6 +154,7 @@ impl KafkaStoreBuilder {
             replication: DEFAULT_REPLICATION,
             timeout: DEFAULT_TIMEOUT,
             strict: false,
+            reset_policies: None,
             dead_letter: None,
             transactional_id_prefix: None,
             claim: None,
@@ -166,7 +170,8 @@ impl KafkaStoreBuilder {
     ///
     /// Parameters: `partitions` (default 25) and `replication` (default 3, `-1` = the broker's
     /// default) for a topic that must be created; `timeout.ms` (default 30000); `strict`
-    /// (`true` refuses to open a topic holding undecodable records); `dead.letter.file` (where
+    /// (`true` refuses to open a topic holding undecodable records); `reset.policy` (what to do with
+    /// them per connector, see [`reset_policy`](Self::reset_policy)); `dead.letter.file` (where
     /// undecodable records are copied); `transactional.id.prefix`; `writer` (a writer to claim at open,
     /// see [`claim_writer`](Self::claim_writer)); `write.mode` (`transaction`, the default, or
     /// `idempotent`, see [`WriteMode`]); `snapshot.dir` (a local directory for the warm start
@@ -203,6 +208,12 @@ impl KafkaStoreBuilder {
                     b.timeout = Duration::from_millis(ms as u64);
                 }
                 "strict" => b.strict = url.bool_param("strict", false)?,
+                "reset.policy" => {
+                    b.reset_policies = Some(
+                        ResetPolicies::parse(v)
+                            .map_err(|e| url.error(format!("parameter `reset.policy`: {e}")))?,
+                    )
+                }
                 "dead.letter.file" => b.dead_letter = Some(PathBuf::from(v)),
                 "transactional.id.prefix" => b.transactional_id_prefix = Some(v.clone()),
                 "writer" => b.claim = Some(v.clone()),
@@ -260,6 +271,18 @@ impl KafkaStoreBuilder {
     /// skipping it to the dead-letter file.
     pub fn strict(mut self, strict: bool) -> Self {
         self.strict = strict;
+        self
+    }
+
+    /// What to do with a record whose value does not decode, per connector (see
+    /// [`crate::policy`]): `fail` refuses to open naming the record, `skip` resets its partition
+    /// (the value before it is not used: it is older than what the connector last committed),
+    /// `earliest`/`latest` are for sink-style partitions (`kafka_topic`, `kafka_partition`), whose
+    /// bounds the brokers know. A record whose key does not decode belongs to no connector: only a
+    /// default of `fail` refuses it. Without a policy such records are skipped and the partition
+    /// keeps the value before them (the lenient default; `strict` is the default policy `fail`).
+    pub fn reset_policy(mut self, policies: ResetPolicies) -> Self {
+        self.reset_policies = Some(policies);
         self
     }
 
@@ -345,6 +368,16 @@ impl KafkaStoreBuilder {
                 self.replication
             )));
         }
+        if let Some(p) = &self.reset_policies
+            && self.strict
+            && p.default_policy() != ResetPolicy::Fail
+        {
+            return Err(bad(format!(
+                "`strict` means the reset policy fail for every record, which contradicts the \
+                 default reset policy `{}`: give one of them",
+                p.default_policy()
+            )));
+        }
         let mut properties = Vec::new();
         for (k, v) in &self.properties {
             if let Some((_, why)) = RESERVED.iter().find(|(name, _)| name == k) {
@@ -391,6 +424,7 @@ impl KafkaStoreBuilder {
             replication: self.replication,
             timeout: self.timeout,
             strict: self.strict,
+            reset_policies: self.reset_policies.clone(),
             dead_letter: self.dead_letter.clone(),
             snapshot_dir: self.snapshot_dir.clone(),
             must_exist: self.must_exist,
@@ -464,6 +498,7 @@ pub(crate) struct Settings {
     pub replication: i32,
     pub timeout: Duration,
     pub strict: bool,
+    pub reset_policies: Option<ResetPolicies>,
     pub dead_letter: Option<PathBuf>,
     pub snapshot_dir: Option<PathBuf>,
     pub must_exist: bool,
@@ -481,6 +516,7 @@ impl fmt::Debug for Settings {
             .field("topic", &self.topic)
             .field("timeout", &self.timeout)
             .field("strict", &self.strict)
+            .field("reset_policies", &self.reset_policies)
             .field("dead_letter", &self.dead_letter)
             .field("snapshot_dir", &self.snapshot_dir)
             .field("transactional_id_prefix", &self.transactional_id_prefix)

@@ -1,13 +1,15 @@
 //! Where records of the offsets topic that do not decode go: [`DeadLetters`] counts them, logs a
 //! warning and copies each one once to the dead-letter file ([`crate::dead_letter`]) with its topic,
-//! partition, offset, key and value bytes and the reason; in strict mode it refuses them instead.
+//! partition, offset, key and value bytes and the reason. The store's reset policy decides the rest
+//! (skip the record, reset its partition, or refuse to open: see `KafkaStoreBuilder::reset_policy`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::config::Settings;
 use crate::codec::json::{self, Json};
 use crate::dead_letter::{DeadLetter, DeadLetterFile};
-use crate::{Error, Result};
+use crate::policy::ResetPolicy;
+use crate::{Error, OffsetKey, Result};
 
 /// Where records that do not decode go. A bad record stays in the topic, so every open meets it
 /// again: the file gets it once (records already in it, by topic, partition and offset, are not
@@ -70,27 +72,26 @@ impl DeadLetters {
         self.count.load(Ordering::SeqCst)
     }
 
+    /// Deals with a record that does not decode (`key`: its partition, when the key decoded and
+    /// the value did not) under the store's reset policy, and says what the loader does with it.
+    /// The record reaches the dead-letter file first, so a refusal can point at it.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn bad(
         &self,
         settings: &Settings,
         partition: i32,
         offset: i64,
-        key: Option<&[u8]>,
+        raw_key: Option<&[u8]>,
         value: Option<&[u8]>,
         reason: &str,
-    ) -> Result<()> {
+        key: Option<&OffsetKey>,
+    ) -> Result<Verdict> {
         let topic = &settings.topic;
-        if settings.strict {
-            return Err(Error::store(
-                "kafka",
-                format!(
-                    "topic `{topic}` partition {partition} offset {offset}: {reason} (strict mode \
-                     refuses such records; without `strict` they are skipped and copied to the \
-                     dead-letter file)"
-                ),
-            ));
-        }
+        let policy = match &settings.reset_policies {
+            None if settings.strict => Some(ResetPolicy::Fail),
+            None => None,
+            Some(p) => Some(key.map_or(p.default_policy(), |k| p.policy_for(k.namespace()))),
+        };
         let new = self
             .in_file
             .lock()
@@ -105,33 +106,96 @@ impl DeadLetters {
                     ("offset", offset.to_string()),
                 ],
                 reason: reason.to_string(),
-                blobs: vec![("key", key), ("value", value)],
+                blobs: vec![("key", raw_key), ("value", value)],
             })?;
         }
+        let whose = key.map_or(String::new(), |k| {
+            format!(
+                " (connector `{}` partition {})",
+                k.namespace(),
+                k.partition().map_or("null".into(), |p| p.to_json())
+            )
+        });
+        let kept = match &self.file {
+            Some(f) => format!(
+                "the record is in the dead-letter file {}",
+                f.path().display()
+            ),
+            None => "no dead-letter file keeps it: set `dead.letter.file` (--dead-letter)".into(),
+        };
+        let refuse = |why: String| {
+            Error::store(
+                "kafka",
+                format!(
+                    "topic `{topic}` partition {partition} offset {offset}{whose}: {reason}; {why}; {kept}"
+                ),
+            )
+        };
+        if let (Some(k), Some(p)) = (key, policy) {
+            crate::metrics::offset_reset(k.namespace(), p.as_str(), "corrupt");
+        }
+        let verdict = match (policy, key) {
+            (Some(ResetPolicy::Fail), _) if settings.reset_policies.is_none() => {
+                return Err(refuse(
+                    "strict mode refuses such records (without `strict` they are skipped)".into(),
+                ));
+            }
+            (Some(ResetPolicy::Fail), _) => {
+                return Err(refuse(
+                    "reset policy fail refuses to open (`reset.policy=skip` resets the partition \
+                     instead; `reset.policy=fail,<connector>=skip` does so for one connector)"
+                        .into(),
+                ));
+            }
+            (Some(p @ (ResetPolicy::Earliest | ResetPolicy::Latest)), Some(k)) => {
+                return Err(refuse(format!(
+                    "reset policy {p} of connector `{}` needs the source's {p} position, which \
+                     only the connector knows: use fail or skip for it in the store (a worker \
+                     resolves {p} with `ResetPolicies::load` and its source's bounds)",
+                    k.namespace()
+                )));
+            }
+            (Some(_), Some(_)) => Verdict::Reset,
+            // A key that does not decode names no partition: there is nothing to reset.
+            _ => Verdict::Skip,
+        };
         let n = self.count.fetch_add(1, Ordering::SeqCst) + 1;
         if self.file.is_none() {
             // (DeadLetterFile::write counts the ones it writes.)
             crate::metrics::dead_lettered("kafka");
         }
+        let what = match verdict {
+            Verdict::Reset => "reset its partition (reset policy skip)",
+            Verdict::Skip => "skipped it",
+        };
         match &self.file {
             Some(f) if !new => tracing::warn!(
                 topic = %topic, partition, offset, reason, dead_letters = n,
                 file = %f.path().display(),
-                "skipped an offsets record that does not decode; it was put in the dead-letter file before"
+                "an offsets record does not decode{whose}: {what}; it was put in the dead-letter file before"
             ),
             Some(f) => tracing::warn!(
                 topic = %topic, partition, offset, reason, dead_letters = n,
                 file = %f.path().display(),
-                "skipped an offsets record that does not decode; it is in the dead-letter file"
+                "an offsets record does not decode{whose}: {what}; it is in the dead-letter file"
             ),
             None => tracing::warn!(
                 topic = %topic, partition, offset, reason, dead_letters = n,
-                "skipped an offsets record that does not decode (no dead-letter file configured: \
+                "an offsets record does not decode{whose}: {what} (no dead-letter file configured: \
                  set `dead.letter.file` to keep such records)"
             ),
         }
-        Ok(())
+        Ok(verdict)
     }
+}
+
+/// What the loader does with a record that does not decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// Nothing: the partition keeps what it held before the record (no policy, or no partition).
+    Skip,
+    /// The partition has no offset from here on, as after a tombstone (reset policy `skip`).
+    Reset,
 }
 
 #[cfg(test)]
@@ -150,15 +214,19 @@ mod tests {
             .unwrap();
         let lines = || std::fs::read_to_string(&path).unwrap().lines().count();
         let first = DeadLetters::new(&settings);
-        first.bad(&settings, 3, 7, Some(b"k"), None, "bad").unwrap();
-        first.bad(&settings, 3, 7, Some(b"k"), None, "bad").unwrap();
+        first
+            .bad(&settings, 3, 7, Some(b"k"), None, "bad", None)
+            .unwrap();
+        first
+            .bad(&settings, 3, 7, Some(b"k"), None, "bad", None)
+            .unwrap();
         assert_eq!((first.count(), lines()), (2, 1));
         let reopened = DeadLetters::new(&settings);
         reopened
-            .bad(&settings, 3, 7, Some(b"k"), None, "bad")
+            .bad(&settings, 3, 7, Some(b"k"), None, "bad", None)
             .unwrap();
         reopened
-            .bad(&settings, 3, 8, None, Some(b"v"), "bad")
+            .bad(&settings, 3, 8, None, Some(b"v"), "bad", None)
             .unwrap();
         assert_eq!((reopened.count(), lines()), (2, 2));
     }
@@ -170,7 +238,9 @@ mod tests {
             .settings()
             .unwrap();
         let dead = DeadLetters::new(&settings);
-        let e = dead.bad(&settings, 3, 9, None, None, "bad").unwrap_err();
+        let e = dead
+            .bad(&settings, 3, 9, None, None, "bad", None)
+            .unwrap_err();
         assert!(e.to_string().contains("partition 3 offset 9"), "{e}");
         assert_eq!(dead.count(), 0);
     }

@@ -14,9 +14,10 @@ use rdkafka::topic_partition_list::Offset as KafkaOffset;
 
 use super::client::{Ctx, auth_error, kafka_error, timeout_error};
 use super::config::Settings;
-use super::dead_letters::DeadLetters;
+use super::dead_letters::{DeadLetters, Verdict};
 use super::record::{Record, batch_headers, decode};
 use super::state::{Stamp, State};
+use crate::codec::json;
 use crate::{Error, Result};
 
 /// Errors that pass by themselves (leadership moving, a broker restarting, a request timing out).
@@ -566,7 +567,21 @@ fn apply(
             }
         }
         Err(reason) => {
-            return dead.bad(settings, rec.partition, rec.offset, key, value, &reason);
+            // Rare: decode the key alone to learn whose offset it was.
+            let k = key.and_then(|k| json::decode_key(k).ok());
+            let verdict = dead.bad(
+                settings,
+                rec.partition,
+                rec.offset,
+                key,
+                value,
+                &reason,
+                k.as_ref(),
+            )?;
+            if let (Verdict::Reset, Some(k)) = (verdict, &k) {
+                state.reset(key.unwrap_or_default(), k, rec.partition);
+            }
+            return Ok(());
         }
     }
     if let Some((writer, seq)) = &rec.batch
