@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig};
-use connect_offsets::policy::ResetPolicy;
+use connect_offsets::policy::{NoBounds, ResetPolicy, Unusable};
 use connect_offsets::store::MemoryStore;
 use connect_offsets::store::OffsetStore;
 use connect_offsets::store::kafka::KafkaStore;
@@ -227,6 +227,22 @@ fn the_log_takes_its_policy_from_the_default() {
         config.reset_policies.policy_for("orders"),
         ResetPolicy::Earliest
     );
+    // A worker's lookup under skip keeps what it drops in the log's dead-letter file.
+    let buffer = CommitBuffer::open(Arc::new(MemoryStore::new()), config.clone()).unwrap();
+    buffer.offer(key("c", "a"), pos(-1)).unwrap();
+    buffer.commit().wait().unwrap();
+    let check = |o: &Offset| match o.get("position") {
+        Some(connect_offsets::Value::Int(n)) if *n >= 0 => Ok(()),
+        _ => Err((Unusable::Invalid, "a negative position".to_string())),
+    };
+    let got = config
+        .reset_policies
+        .load(&buffer, &key("c", "a"), check, &NoBounds)
+        .unwrap();
+    assert_eq!(got, None, "skip starts the partition afresh");
+    let letters = std::fs::read_to_string(dir.path().join("dead-letter.jsonl")).unwrap();
+    assert!(letters.contains("a negative position"), "{letters}");
+    drop(buffer);
     let err = config
         .set("offsets.reset.policy", "latest")
         .unwrap_err()
@@ -237,6 +253,7 @@ fn the_log_takes_its_policy_from_the_default() {
     );
 
     // Under fail, the refusal names the dead-letter file skip would use.
+    let dir = tempfile::tempdir().unwrap();
     let mut config = CommitBufferConfig::new(dir.path());
     config.set("offsets.reset.policy", "fail").unwrap();
     let buffer = CommitBuffer::open(Arc::new(MemoryStore::new()), config.clone()).unwrap();

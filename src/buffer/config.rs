@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::{Durability, WhenFull};
 use crate::connector_offsets::OffsetsExport;
 use crate::crash::CrashHook;
+use crate::dead_letter::DeadLetterFile;
 use crate::fs::{RealFs, WalFs};
 use crate::model::Batch;
 use crate::once::{OnceOverride, validate_id};
@@ -53,7 +54,8 @@ pub struct CommitBufferConfig {
     /// What recovery does with corrupt log bytes.
     pub recovery: RecoveryPolicy,
     /// What the worker's lookups do with offsets they cannot use, per connector
-    /// ([`ResetPolicies::load`]); `offsets.reset.policy` sets it and, from its default, `recovery`.
+    /// ([`ResetPolicies::load`]; `skip` writes to `dead_letter`); `offsets.reset.policy` sets it
+    /// and, from its default, `recovery`.
     pub reset_policies: ResetPolicies,
     /// Where recovery puts bytes it skips (default `<wal_dir>/dead-letter.jsonl`).
     pub dead_letter: Option<PathBuf>,
@@ -94,9 +96,12 @@ impl CommitBufferConfig {
     /// Defaults (Kafka Connect's where it has one), logging to `wal_dir`.
     pub fn new(wal_dir: impl Into<PathBuf>) -> Self {
         let wal_dir = wal_dir.into();
+        let dead_letter = wal_dir.join("dead-letter.jsonl");
         CommitBufferConfig {
             writer: "connect-offsets".into(),
-            dead_letter: Some(wal_dir.join("dead-letter.jsonl")),
+            reset_policies: ResetPolicies::default()
+                .with_dead_letter(DeadLetterFile::new(&dead_letter)),
+            dead_letter: Some(dead_letter),
             wal_dir,
             durability: Durability::Local,
             flush_interval: Some(Duration::from_millis(60_000)),
@@ -106,7 +111,6 @@ impl CommitBufferConfig {
             segment_bytes: 16 << 20,
             max_in_flight: 1024,
             recovery: RecoveryPolicy::Fail,
-            reset_policies: ResetPolicies::default(),
             once: None,
             once_id: None,
             once_entries: None,
@@ -199,9 +203,16 @@ impl CommitBufferConfig {
                         )));
                     }
                 };
-                self.reset_policies = policies;
+                self.reset_policies = match &self.dead_letter {
+                    Some(path) => policies.with_dead_letter(DeadLetterFile::new(path)),
+                    None => policies,
+                };
             }
-            "offsets.dead.letter.file" => self.dead_letter = Some(PathBuf::from(value)),
+            "offsets.dead.letter.file" => {
+                self.dead_letter = Some(PathBuf::from(value));
+                self.reset_policies = std::mem::take(&mut self.reset_policies)
+                    .with_dead_letter(DeadLetterFile::new(value));
+            }
             "offsets.once.id" => {
                 validate_id(value).map_err(|e| bad(&e.to_string()))?;
                 self.once_id = Some(value.to_string());
