@@ -40,6 +40,7 @@ use connect_offsets::store::{OffsetStore, StoreUrl};
 use connect_offsets::{Error, Offset, OffsetKey, Partition, Value};
 use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::types::RDKafkaErrorCode;
 
 /// Exit code of an instance that was fenced by a newer one.
 pub const EXIT_FENCED: i32 = 3;
@@ -167,8 +168,8 @@ fn work(args: &Args) -> connect_offsets::Result<()> {
             buffer: &buffer,
         };
         let read = tail(args, &buffer, &mut sink);
-        buffer.close()?;
-        read
+        let closed = buffer.close();
+        read.and(closed)
     }
 }
 
@@ -348,6 +349,15 @@ struct Lines {
 /// yet) is left for a later pass.
 fn read_lines(path: &Path, from: u64, max: usize) -> connect_offsets::Result<Lines> {
     let mut f = File::open(path).map_err(|e| Error::io("open", path, e))?;
+    let len = f.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+    if len < from {
+        // Truncated or replaced: reading on from the old position would skip or garble lines.
+        return Err(Error::Input(format!(
+            "{} is {len} bytes, shorter than its offset {from}: it was truncated or replaced; \
+             reset its offset (connect-offsets reset) to read it from the start",
+            path.display()
+        )));
+    }
     f.seek(SeekFrom::Start(from))
         .map_err(|e| Error::io("seek", path, e))?;
     let mut buf = Vec::new();
@@ -364,6 +374,12 @@ fn read_lines(path: &Path, from: u64, max: usize) -> connect_offsets::Result<Lin
             lines.push(buf[end..i].to_vec());
             end = i + 1;
         }
+    }
+    if lines.is_empty() && buf.len() as u64 == READ_CHUNK {
+        return Err(Error::Input(format!(
+            "{} has a line longer than {READ_CHUNK} bytes at byte {from}",
+            path.display()
+        )));
     }
     Ok(Lines {
         lines,
@@ -410,7 +426,7 @@ fn require_topic(brokers: &str, topic: &str) -> connect_offsets::Result<()> {
 }
 
 fn is_queue_full(e: &rdkafka::error::KafkaError) -> bool {
-    e.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
+    e.rdkafka_error_code() == Some(RDKafkaErrorCode::QueueFull)
 }
 
 /// Counts records librdkafka could not deliver.
@@ -426,8 +442,14 @@ impl ProducerContext for DeliveryErrors {
 
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
         if let Err((e, _)) = result {
-            eprintln!("file_source: a line was not delivered: {e}");
             self.failed.fetch_add(1, Ordering::SeqCst);
+            // Lines still queued when the worker stops on an error are purged: not news.
+            if !matches!(
+                e.rdkafka_error_code(),
+                Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
+            ) {
+                eprintln!("file_source: a line was not delivered: {e}");
+            }
         }
     }
 }

@@ -73,6 +73,12 @@
 //! up: the next batch of that writer makes a new one, whose initialization settles the transaction, and
 //! re-reads the topic, so the batch is neither lost nor applied twice.
 //!
+//! ## Exactly-once source tasks
+//! A worker that produces its own records to Kafka commits them with its offsets in one
+//! transaction through [`KafkaStore::task_producer`] (URL `exactly.once.group` with
+//! `exactly.once.task`, or `exactly.once.id`): see [`task`]. The offsets it writes are unsequenced,
+//! Connect's records exactly; a newer instance of the task fences the older one.
+//!
 //! ## `write.mode=idempotent`: no transactions
 //! With [`WriteMode::Idempotent`] one idempotent `acks=all` producer per writer writes a batch's
 //! records, waits until every one is acknowledged, then writes the marker and waits for it

@@ -119,6 +119,7 @@ enum Phase {
 /// [module documentation](self).
 ///
 /// ```no_run
+/// use connect_offsets::store::OffsetStore;
 /// use connect_offsets::store::kafka::KafkaStore;
 /// use connect_offsets::{Offset, OffsetKey, Partition};
 ///
@@ -127,7 +128,7 @@ enum Phase {
 /// )?;
 /// let mut task = store.task_producer()?; // fences the task's previous instance
 /// let key = OffsetKey::new("files", Partition::new().with("filename", "a.log"));
-/// let from = store.get(&key)?;           // the last commit, of whichever instance made it
+/// let _from = store.get(&key)?;          // the last commit, of whichever instance made it
 /// task.send("lines", Some(b"a.log"), Some(b"first line"))?;
 /// task.commit([(key, Some(Offset::new().with("position", 11)))])?;
 /// # Ok::<(), connect_offsets::Error>(())
