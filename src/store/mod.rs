@@ -10,6 +10,7 @@
 //! | `rocksdb:///var/lib/offsets` | [`RocksDbStore`](rocksdb::RocksDbStore) | `rocksdb` |
 //! | `kafka://127.0.0.1:9092/connect-offsets?partitions=25` | `KafkaStore` | `kafka` |
 //! | `kafka://127.0.0.1:9092/my-connector-offsets?fallback.topic=connect-offsets` | `KafkaPairStore` (a connector's topic, the worker's as fallback) | `kafka` |
+//! | `kafka://127.0.0.1:9092/connect-offsets?exactly.once.group=connect-cluster&exactly.once.task=files/0` | `KafkaStore` with an exactly-once source task (`TaskProducer`: records and offsets in one transaction; or `exactly.once.id=<transactional id>`) | `kafka` |
 //! | `kafka-group://127.0.0.1:9092/?group=connect-{connector}` | `KafkaGroupStore` (sink connectors) | `kafka` |
 
 use std::fmt;

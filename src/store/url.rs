@@ -195,7 +195,10 @@ impl StoreUrl {
 /// * `rocksdb:///absolute/path` or `rocksdb://relative/path`, optional `?sync=true`;
 /// * `kafka://host:port[,host:port]/topic?partitions=25&replication=3&...` (feature `kafka`; any other
 ///   parameter is passed to librdkafka); with `fallback.topic=connect-offsets`, a connector's own
-///   topic read in front of the worker's (`KafkaPairStore`);
+///   topic read in front of the worker's (`KafkaPairStore`); with `exactly.once.group=<group.id>`
+///   and `exactly.once.task=<connector>/<task>` (transactional id `<group>-<connector>-<task>`, as
+///   Connect's) or `exactly.once.id=<transactional id>`, the source task whose records and offsets
+///   `KafkaStore::task_producer` commits in one transaction (open it with `KafkaStore::open`);
 /// * `kafka-group://host:port[,host:port]/?group=connect-{connector}` (feature `kafka`): sink
 ///   connectors' consumer groups (`KafkaGroupStore`).
 ///

@@ -15,6 +15,7 @@ use rdkafka::ClientConfig;
 use rdkafka::config::RDKafkaLogLevel;
 use tracing::level_filters::LevelFilter;
 
+use super::task::TaskId;
 use crate::policy::{ResetPolicies, ResetPolicy};
 use crate::store::ApplyFault;
 use crate::store::url::{StoreUrl, is_secret};
@@ -39,7 +40,8 @@ const RESERVED: &[(&str, &str)] = &[
     ),
     (
         "transactional.id",
-        "each writer gets its own transactional.id; set `transactional.id.prefix` instead",
+        "each writer gets its own transactional.id; set `transactional.id.prefix` instead (or \
+         `exactly.once.id` for a source task's transactions)",
     ),
     (
         "enable.idempotence",
@@ -103,6 +105,7 @@ pub struct KafkaStoreBuilder {
     pub(super) dead_letter: Option<PathBuf>,
     pub(super) transactional_id_prefix: Option<String>,
     pub(super) claim: Option<String>,
+    pub(super) task: Option<TaskId>,
     pub(super) write_mode: WriteMode,
     pub(super) snapshot_dir: Option<PathBuf>,
     pub(super) must_exist: bool,
@@ -123,6 +126,7 @@ impl fmt::Debug for KafkaStoreBuilder {
             .field("dead_letter", &self.dead_letter)
             .field("transactional_id_prefix", &self.transactional_id_prefix)
             .field("claim", &self.claim)
+            .field("task", &self.task)
             .field("write_mode", &self.write_mode)
             .field("snapshot_dir", &self.snapshot_dir)
             .field("properties", &Masked(&self.properties))
@@ -158,6 +162,7 @@ impl KafkaStoreBuilder {
             dead_letter: None,
             transactional_id_prefix: None,
             claim: None,
+            task: None,
             write_mode: WriteMode::default(),
             snapshot_dir: None,
             must_exist: false,
@@ -175,7 +180,9 @@ impl KafkaStoreBuilder {
     /// undecodable records are copied); `transactional.id.prefix`; `writer` (a writer to claim at open,
     /// see [`claim_writer`](Self::claim_writer)); `write.mode` (`transaction`, the default, or
     /// `idempotent`, see [`WriteMode`]); `snapshot.dir` (a local directory for the warm start
-    /// snapshot, see [`snapshot_dir`](Self::snapshot_dir); none by default). `fallback.topic` is
+    /// snapshot, see [`snapshot_dir`](Self::snapshot_dir); none by default); `exactly.once.id`, or
+    /// `exactly.once.group` with `exactly.once.task=<connector>/<task>` (a source task's
+    /// transactional id, see [`task`](Self::task)). `fallback.topic` is
     /// refused: it names a pair ([`KafkaPairStore`](super::KafkaPairStore)). Any other parameter
     /// is a librdkafka property.
     pub fn from_url(url: &StoreUrl) -> Result<Self> {
@@ -190,8 +197,12 @@ impl KafkaStoreBuilder {
             v.parse::<i64>()
                 .map_err(|_| url.error(format!("parameter `{name}` must be an integer, not `{v}`")))
         };
+        let mut task = (None, None, None);
         for (k, v) in &url.params {
             match k.as_str() {
+                "exactly.once.id" => task.0 = Some(v.as_str()),
+                "exactly.once.group" => task.1 = Some(v.as_str()),
+                "exactly.once.task" => task.2 = Some(v.as_str()),
                 "partitions" => {
                     b.partitions = i32::try_from(int(k, v)?)
                         .map_err(|_| url.error("`partitions` is out of range"))?
@@ -245,6 +256,7 @@ impl KafkaStoreBuilder {
                 _ => b.properties.push((k.clone(), v.clone())),
             }
         }
+        b.task = TaskId::from_params(task.0, task.1, task.2).map_err(|e| url.error(e))?;
         Ok(b)
     }
 
@@ -307,6 +319,14 @@ impl KafkaStoreBuilder {
     /// owner committed. A process that runs a commit buffer should claim its writer.
     pub fn claim_writer(mut self, writer: impl Into<String>) -> Self {
         self.claim = Some(writer.into());
+        self
+    }
+
+    /// The transactional id of the source task this process runs, for
+    /// [`KafkaStore::task_producer`](super::KafkaStore::task_producer): its data records and
+    /// offsets commit in one transaction, and a newer instance with the same id fences this one.
+    pub fn task(mut self, id: TaskId) -> Self {
+        self.task = Some(id);
         self
     }
 
@@ -680,6 +700,36 @@ mod tests {
         assert_eq!((d.partitions, d.replication), (25, 3));
         assert_eq!(d.timeout, DEFAULT_TIMEOUT);
         assert_eq!(d.transactional_id("w"), "connect-offsets-t-w");
+    }
+
+    #[test]
+    fn a_source_task_is_named_by_url() {
+        let task = |url: &str| builder(url).map(|b| b.task.map(|t| t.as_str().to_string()));
+        assert_eq!(task("kafka://h:1/t").unwrap(), None);
+        assert_eq!(
+            task("kafka://h:1/t?exactly.once.group=connect-cluster&exactly.once.task=files/2")
+                .unwrap()
+                .as_deref(),
+            Some("connect-cluster-files-2")
+        );
+        assert_eq!(
+            task("kafka://h:1/t?exactly.once.id=my-task")
+                .unwrap()
+                .as_deref(),
+            Some("my-task")
+        );
+        let s = builder("kafka://h:1/t?exactly.once.id=x")
+            .unwrap()
+            .settings()
+            .unwrap();
+        assert!(s.properties.is_empty(), "not passed to librdkafka");
+        let e = task("kafka://h:1/t?exactly.once.task=files/x&exactly.once.group=g")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("exactly.once.task=files/x") && e.contains("`x`"),
+            "{e}"
+        );
     }
 
     #[test]

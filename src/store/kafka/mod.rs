@@ -73,6 +73,12 @@
 //! up: the next batch of that writer makes a new one, whose initialization settles the transaction, and
 //! re-reads the topic, so the batch is neither lost nor applied twice.
 //!
+//! ## Exactly-once source tasks
+//! A worker that produces its own records to Kafka commits them with its offsets in one
+//! transaction through [`KafkaStore::task_producer`] (URL `exactly.once.group` with
+//! `exactly.once.task`, or `exactly.once.id`): see [`task`]. The offsets it writes are unsequenced,
+//! Connect's records exactly; a newer instance of the task fences the older one.
+//!
 //! ## `write.mode=idempotent`: no transactions
 //! With [`WriteMode::Idempotent`] one idempotent `acks=all` producer per writer writes a batch's
 //! records, waits until every one is acknowledged, then writes the marker and waits for it
@@ -145,6 +151,7 @@ pub mod pair;
 mod record;
 mod snapshot;
 mod state;
+pub mod task;
 mod topic;
 #[allow(unsafe_code)]
 mod topic_id;
@@ -157,6 +164,7 @@ pub use group::KafkaGroupStore;
 pub use pair::{FALLBACK_TOPIC, KafkaPairStore};
 pub use record::{MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key};
 pub use snapshot::Fallback;
+pub use task::{TaskId, TaskProducer};
 
 use super::url::StoreUrl;
 use super::{ApplyFault, OffsetStore};
@@ -220,6 +228,8 @@ pub struct KafkaStore {
     fault: Option<Arc<dyn ApplyFault>>,
     loaded: LoadReport,
     snapshot: Option<SnapshotPlace>,
+    /// The source task this process runs (URL `exactly.once.*`), for `task_producer`.
+    task: Option<TaskId>,
 }
 
 impl fmt::Debug for KafkaStore {
@@ -310,6 +320,7 @@ impl KafkaStore {
             fault: builder.fault,
             loaded,
             snapshot: place,
+            task: builder.task,
         })
     }
 
@@ -458,6 +469,31 @@ impl KafkaStore {
     /// is written where those are).
     pub fn partition_of(&self, key: &OffsetKey) -> i32 {
         murmur2::partition_for(&key.connect_key(), self.partitions as u32) as i32
+    }
+
+    /// The source task configured at open (URL `exactly.once.id`, or `exactly.once.group` with
+    /// `exactly.once.task`; [`KafkaStoreBuilder::task`]).
+    pub fn task_id(&self) -> Option<&TaskId> {
+        self.task.as_ref()
+    }
+
+    /// The configured task's transactional producer ([`task_id`](Self::task_id)): records and
+    /// offsets in one transaction. Creating it fences any older instance of the task and re-reads
+    /// the topic, so read the offsets to resume from after this returns.
+    pub fn task_producer(&self) -> Result<TaskProducer<'_>> {
+        let id = self.task.clone().ok_or_else(|| {
+            Error::Config(format!(
+                "kafka store `{}` has no source task: give `exactly.once.id=<transactional id>`, \
+                 or `exactly.once.group=<group.id>` with `exactly.once.task=<connector>/<task>`",
+                self.settings.topic
+            ))
+        })?;
+        TaskProducer::create(self, id)
+    }
+
+    /// The transactional producer of task `id` (a worker running several tasks over one store).
+    pub fn task_producer_for(&self, id: TaskId) -> Result<TaskProducer<'_>> {
+        TaskProducer::create(self, id)
     }
 
     /// What the load at open read.

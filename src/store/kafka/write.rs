@@ -425,7 +425,20 @@ impl TxnProducer {
         deadline: Instant,
         settings: &Settings,
     ) -> std::result::Result<(), Failure> {
-        let mut record = base_record(topic, rec, headers);
+        self.send_record(base_record(topic, rec, headers), deadline, settings, || {
+            format!("produce to `{topic}` partition {}", rec.partition)
+        })
+    }
+
+    /// Enqueues `record`, waiting (within `deadline`) while librdkafka's queue is full; `what`
+    /// names the step in an error.
+    pub(crate) fn send_record(
+        &self,
+        mut record: BaseRecord<'_, [u8], [u8], ()>,
+        deadline: Instant,
+        settings: &Settings,
+        what: impl Fn() -> String,
+    ) -> std::result::Result<(), Failure> {
         loop {
             match self.producer.send(record) {
                 Ok(()) => return Ok(()),
@@ -435,13 +448,7 @@ impl TxnProducer {
                     self.producer.poll(Duration::from_millis(1));
                     record = r;
                 }
-                Err((e, _)) => {
-                    return Err(self.fail(
-                        &format!("produce to `{topic}` partition {}", rec.partition),
-                        &e,
-                        settings,
-                    ));
-                }
+                Err((e, _)) => return Err(self.fail(&what(), &e, settings)),
             }
         }
     }
