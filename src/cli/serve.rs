@@ -224,10 +224,10 @@ impl Server {
         };
         let mut names: BTreeSet<String> = self.known.clone();
         match handle.get().namespaces() {
-            // The markers of applied overrides are offsets, not a connector.
+            // The markers of applied overrides and history records are offsets, not a connector.
             Ok(n) => names.extend(
                 n.into_iter()
-                    .filter(|n| n != connect_offsets::once::ONCE_NAMESPACE),
+                    .filter(|n| !connect_offsets::history::is_reserved(n)),
             ),
             Err(e) => return self.store_error(e, "", false),
         }
