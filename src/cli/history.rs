@@ -83,19 +83,20 @@ pub(crate) fn show(a: HistoryArgs) -> Result<ExitCode> {
     let since = a.since.as_deref().map(time::parse_rfc3339).transpose()?;
     let store = open(&a.store)?;
     let h = history::read(&*store, &a.connector)?;
-    if h.horizon_us.is_none() && store.partitions(&a.connector)?.is_empty() {
+    if h.changes.is_empty() && store.partitions(&a.connector)?.is_empty() {
         return Err(connect_offsets::Error::Input(format!(
             "unknown connector `{}`: the store holds no offsets and no history for it",
             a.connector
         )));
     }
-    let shown: Vec<&Change> = h
+    let mut shown: Vec<&Change> = h
         .changes
         .iter()
-        .rev()
         .filter(|c| key.as_ref().is_none_or(|k| *k == c.key))
         .filter(|c| since.is_none_or(|s| c.at_us >= s))
         .collect();
+    // Newest batch first; a batch's changes stay in partition order.
+    shown.sort_by_key(|c| std::cmp::Reverse((c.at_us, c.seq)));
     if a.json {
         let items: Vec<String> = shown
             .iter()

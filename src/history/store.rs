@@ -173,6 +173,9 @@ impl HistoryStore {
                     .push((key, from.as_ref(), to));
             }
         }
+        for changes in by_connector.values_mut() {
+            changes.sort_by(|a, b| a.0.cmp(b.0));
+        }
         let at_us = time::now_us().max(index.last_at + 1);
         let mut entries = batch.entries.clone();
         let mut added = Vec::new();
