@@ -1,4 +1,4 @@
-//! How one history record is spelled: an offset in [`HISTORY_NAMESPACE`](super::HISTORY_NAMESPACE).
+//! How one history record is spelled: an offset in [`HISTORY_NAMESPACE`].
 //!
 //! ```text
 //! key    {"connector":C,"writer":W,"seq":S,"part":P}            a sequenced batch (a commit buffer's)
@@ -9,7 +9,7 @@
 //!
 //! A sequenced batch's key is the same whenever it is applied, so a replay overwrites its record
 //! instead of adding one. `part` splits a batch of many changes into records of at most
-//! [`CHANGES_PER_RECORD`] (a Kafka record must stay under the broker's size limit).
+//! 2,000 changes (a Kafka record must stay under the broker's size limit).
 
 use super::HISTORY_NAMESPACE;
 use crate::codec::json::{self, Json};

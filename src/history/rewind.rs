@@ -68,6 +68,22 @@ impl RewindPlan {
     }
 }
 
+/// Where a rewind cuts history: it undoes every change after the cut.
+enum Cut {
+    Time(i64),
+    /// Right after one batch: (time, writer, seq), the order changes are applied in.
+    Batch(i64, String, u64),
+}
+
+impl Cut {
+    fn undoes(&self, c: &Change) -> bool {
+        match self {
+            Cut::Time(t) => c.at_us > *t,
+            Cut::Batch(at, w, seq) => (c.at_us, c.writer.as_str(), c.seq) > (*at, w.as_str(), *seq),
+        }
+    }
+}
+
 /// The offsets `connector` (or its one `partition`) held at `to`, as moves from what it holds
 /// now. Refuses a time in the future (`now_us` is now), one before the retained history (naming
 /// the oldest time that can be reached), a seq no retained batch has, and a connector or
@@ -87,12 +103,11 @@ pub fn plan_rewind(
         )));
     }
     let Some(horizon) = history.horizon_us else {
-        return Err(Error::State(format!(
-            "the store holds no history: open it with `?history=<retention>` (e.g. history=7d) to record how offsets move, then rewinds reach back to that moment"
-        )));
+        return Err(Error::State(
+            "the store holds no history: open it with `?history=<retention>` (e.g. history=7d) to record how offsets move, then rewinds reach back to that moment".into(),
+        ));
     };
-    // The changes a rewind undoes: every one after the moment.
-    let (at_us, after): (i64, Box<dyn Fn(&Change) -> bool>) = match to {
+    let (at_us, cut) = match to {
         RewindTo::Time(t) => {
             if t > now_us {
                 return Err(Error::Input(format!(
@@ -101,7 +116,7 @@ pub fn plan_rewind(
                     time::format_rfc3339(now_us)
                 )));
             }
-            (t, Box::new(move |c: &Change| c.at_us > t))
+            (t, Cut::Time(t))
         }
         RewindTo::Seq(seq) => {
             let mut writers: Vec<(&str, i64)> = history
@@ -134,13 +149,7 @@ pub fn plan_rewind(
                     )));
                 }
             };
-            let cut = (at, writer, seq);
-            (
-                at,
-                Box::new(move |c: &Change| {
-                    (c.at_us, c.writer.as_str(), c.seq) > (cut.0, cut.1.as_str(), cut.2)
-                }),
-            )
+            (at, Cut::Batch(at, writer, seq))
         }
     };
     if at_us < horizon {
@@ -154,7 +163,7 @@ pub fn plan_rewind(
         .iter()
         .map(|(k, o)| (k.clone(), Some(o.clone())))
         .collect();
-    for c in history.changes.iter().rev().filter(|c| after(c)) {
+    for c in history.changes.iter().rev().filter(|c| cut.undoes(c)) {
         state.insert(c.key.clone(), c.from.clone());
     }
     if let Some(p) = partition
