@@ -75,32 +75,28 @@ impl Index {
         });
     }
 
-    /// A record of a restore: it may replace one held, and be of any age.
-    fn take(&mut self, key: &OffsetKey, value: Option<&Offset>) {
-        if *key == record::horizon_key() {
-            self.horizon = value.and_then(record::at_us);
-            return;
+    /// The history records of a restore: they may replace records held, and be of any age.
+    fn restore<'a>(&mut self, entries: impl Iterator<Item = (&'a OffsetKey, Option<&'a Offset>)>) {
+        let entries: Vec<_> = entries.collect();
+        let named: std::collections::HashSet<&OffsetKey> =
+            entries.iter().map(|(k, _)| *k).collect();
+        let mut gone = 0;
+        self.records.retain(|k| {
+            let keep = !named.contains(&k.key);
+            if !keep {
+                gone += k.bytes;
+            }
+            keep
+        });
+        self.bytes -= gone;
+        for (k, v) in entries {
+            match v {
+                Some(v) => self.push(k, v),
+                None if *k == record::horizon_key() => self.horizon = None,
+                None => {}
+            }
         }
-        if let Some(pos) = self.records.iter().position(|k| k.key == *key) {
-            let gone = self.records.remove(pos).expect("found");
-            self.bytes -= gone.bytes;
-        }
-        if let Some(v) = value
-            && let Some(at_us) = record::at_us(v)
-        {
-            let bytes = record::record_bytes(key, v);
-            self.bytes += bytes;
-            self.last_at = self.last_at.max(at_us);
-            let pos = self.records.partition_point(|k| k.at_us <= at_us);
-            self.records.insert(
-                pos,
-                Kept {
-                    at_us,
-                    key: key.clone(),
-                    bytes,
-                },
-            );
-        }
+        self.records.make_contiguous().sort_by_key(|k| k.at_us);
     }
 }
 
@@ -146,11 +142,13 @@ impl HistoryStore {
             // A restore (a compaction snapshot, an import or migrate of a store with history):
             // its records are kept as they are, and its changes were recorded where they happened.
             apply(batch)?;
-            for (k, v) in &batch.entries {
-                if k.namespace() == HISTORY_NAMESPACE {
-                    index.take(k, v.as_ref());
-                }
-            }
+            index.restore(
+                batch
+                    .entries
+                    .iter()
+                    .filter(|(k, _)| k.namespace() == HISTORY_NAMESPACE)
+                    .map(|(k, v)| (k, v.as_ref())),
+            );
             return Ok(());
         }
         let keys: Vec<OffsetKey> = batch
