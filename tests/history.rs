@@ -1,9 +1,11 @@
 //! Offset history and rewind (`?history=<retention>`, `connect_offsets::history`): recorded for
 //! every batch on memory, RocksDB and Kafka (the real broker), newest first, across reopens, bounded
 //! by retention, exactly once per batch after a crash and its replay; rewinds by time and seq, of
-//! every partition or one, dry runs and every refusal, from the library and the command line.
+//! every partition or one, dry runs and every refusal, from the library, the command line and
+//! `serve` (`GET /connectors/{name}/offsets/history`).
 #![cfg(all(feature = "cli", feature = "rocksdb", feature = "kafka"))]
 
+mod http_util;
 #[path = "kafka_util/mod.rs"]
 mod kafka_util;
 
@@ -730,4 +732,48 @@ fn cli_refusals_name_what_is_wrong() {
         ok(&cli(&["list", "--store", &store, "--connector", C])),
         before
     );
+}
+
+/// `serve`: what `PATCH` and `DELETE` did, newest first, as `history --json` prints it.
+#[test]
+fn serve_answers_a_connectors_history() {
+    let s = http_util::Serve::start(&["--store", "memory://?history=7d", "--connector", C]);
+    let patch = |body: &str| {
+        let (st, _, _) = http_util::call("PATCH", &s.offsets_url(C), Some(body));
+        assert_eq!(st, 200);
+    };
+    patch(r#"{"offsets":[{"partition":{"table":"a"},"offset":{"lsn":1}}]}"#);
+    patch(r#"{"offsets":[{"partition":{"table":"a"},"offset":{"lsn":2}}]}"#);
+    let (st, _, _) = http_util::call("DELETE", &s.offsets_url(C), None);
+    assert_eq!(st, 200);
+    let url = s.url(&format!("/connectors/{C}/offsets/history"));
+    let (st, ctype, body) = http_util::call("GET", &url, None);
+    assert_eq!((st, ctype.as_str()), (200, "application/json"), "{body}");
+    let moves: Vec<&str> = body.split(r#""partition":"#).skip(1).collect();
+    assert_eq!(moves.len(), 3, "{body}");
+    assert!(
+        moves[0].starts_with(r#"{"table":"a"},"from":{"lsn":2},"to":null"#),
+        "{body}"
+    );
+    assert!(
+        moves[1].starts_with(r#"{"table":"a"},"from":{"lsn":1},"to":{"lsn":2}"#),
+        "{body}"
+    );
+    assert!(
+        moves[2].starts_with(r#"{"table":"a"},"from":null,"to":{"lsn":1}"#),
+        "{body}"
+    );
+    let (st, _, body) = http_util::call("GET", &s.url("/connectors/nobody/offsets/history"), None);
+    assert_eq!(
+        (st, body.as_str()),
+        (
+            404,
+            r#"{"error_code":404,"message":"Connector nobody not found"}"#
+        )
+    );
+    let (st, _, _) = http_util::call("DELETE", &url, None);
+    assert_eq!(st, 405);
+    // The history namespace is not a connector.
+    let (_, _, body) = http_util::call("GET", &s.url("/connectors"), None);
+    assert_eq!(body, format!(r#"["{C}"]"#));
 }

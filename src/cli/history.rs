@@ -74,6 +74,42 @@ fn move_line(key: &OffsetKey, from: Option<&Offset>, to: Option<&Offset>) -> Str
     )
 }
 
+/// `{"connector":…,"oldest_reachable":…,"changes":[{"at","writer","seq","partition","from","to"}]}`
+/// (`history --json`, and `serve`'s `GET /connectors/{name}/offsets/history`).
+pub(crate) fn history_json(
+    connector: &str,
+    horizon_us: Option<i64>,
+    changes: &[&Change],
+) -> String {
+    let items: Vec<String> = changes
+        .iter()
+        .map(|c| {
+            format!(
+                "{{\"at\":\"{}\",\"writer\":{},\"seq\":{},\"partition\":{},\"from\":{},\"to\":{}}}",
+                time::format_rfc3339(c.at_us),
+                quoted(&c.writer),
+                c.seq,
+                partition_json(&c.key),
+                offset_json(c.from.as_ref()),
+                offset_json(c.to.as_ref())
+            )
+        })
+        .collect();
+    let horizon = horizon_us.map_or("null".into(), |t| {
+        format!("\"{}\"", time::format_rfc3339(t))
+    });
+    format!(
+        "{{\"connector\":{},\"oldest_reachable\":{horizon},\"changes\":[{}]}}",
+        quoted(connector),
+        items.join(",")
+    )
+}
+
+/// Newest batch first; a batch's changes stay in partition order.
+pub(crate) fn newest_first(changes: &mut [&Change]) {
+    changes.sort_by_key(|c| std::cmp::Reverse((c.at_us, c.seq)));
+}
+
 pub(crate) fn show(a: HistoryArgs) -> Result<ExitCode> {
     let key = a
         .partition
@@ -95,34 +131,9 @@ pub(crate) fn show(a: HistoryArgs) -> Result<ExitCode> {
         .filter(|c| key.as_ref().is_none_or(|k| *k == c.key))
         .filter(|c| since.is_none_or(|s| c.at_us >= s))
         .collect();
-    // Newest batch first; a batch's changes stay in partition order.
-    shown.sort_by_key(|c| std::cmp::Reverse((c.at_us, c.seq)));
+    newest_first(&mut shown);
     if a.json {
-        let items: Vec<String> = shown
-            .iter()
-            .map(|c| {
-                format!(
-                    "{{\"at\":\"{}\",\"writer\":{},\"seq\":{},\"partition\":{},\"from\":{},\"to\":{}}}",
-                    time::format_rfc3339(c.at_us),
-                    quoted(&c.writer),
-                    c.seq,
-                    partition_json(&c.key),
-                    offset_json(c.from.as_ref()),
-                    offset_json(c.to.as_ref())
-                )
-            })
-            .collect();
-        let horizon = h.horizon_us.map_or("null".into(), |t| {
-            format!("\"{}\"", time::format_rfc3339(t))
-        });
-        print(
-            format!(
-                "{{\"connector\":{},\"oldest_reachable\":{horizon},\"changes\":[{}]}}",
-                quoted(&a.connector),
-                items.join(",")
-            )
-            .as_bytes(),
-        )?;
+        print(history_json(&a.connector, h.horizon_us, &shown).as_bytes())?;
         return Ok(ExitCode::SUCCESS);
     }
     for c in &shown {
