@@ -554,6 +554,13 @@ fn cli_history_and_rewind() {
         "seq:1",
     ]));
     assert_eq!(list(&plain), r#"{"offsets":[{"partition":{"table":"a"},"offset":{"lsn":1}},{"partition":{"table":"b"},"offset":{"lsn":1}}]}"# .to_string() + "\n");
+    let lag = ok(&cli(&["lag", "--store", &plain]));
+    assert!(
+        lag.contains(C) && !lag.contains("__connect-offsets-history"),
+        "{lag}"
+    );
+    let connectors = ok(&cli(&["connectors", "--store", &plain]));
+    assert_eq!(connectors, format!("{C}\n"));
     let latest = ok(&cli(&["history", "--store", &plain, "--connector", C]));
     assert!(
         latest.lines().next().unwrap().contains("tool  "),

@@ -534,6 +534,9 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
     }
     let mut rows: Vec<Row> = Vec::new();
     for c in store.namespaces()? {
+        if c == connect_offsets::history::HISTORY_NAMESPACE {
+            continue; // records of how offsets moved, not a connector
+        }
         let parts = store.partitions(&c)?;
         rows.push(Row {
             sink_partitions: parts.iter().filter(|(k, _)| is_sink_partition(k)).count(),
