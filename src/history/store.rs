@@ -48,6 +48,7 @@ struct Index {
     last_at: i64,
 }
 
+/// One record the store holds: when it was applied, its key, about how many bytes it takes.
 #[derive(Debug)]
 struct Kept {
     at_us: i64,
@@ -73,6 +74,23 @@ impl Index {
             key: key.clone(),
             bytes,
         });
+    }
+
+    /// How many of the oldest records retention drops at `now_us`, once `incoming` more bytes are in.
+    fn expired(&self, config: &HistoryConfig, now_us: i64, incoming: u64) -> usize {
+        let cutoff = config.cutoff(now_us);
+        let mut bytes = self.bytes + incoming;
+        self.records
+            .iter()
+            .take(MAX_PRUNED_PER_BATCH)
+            .take_while(|kept| {
+                let drop = kept.at_us < cutoff || config.max_bytes.is_some_and(|max| bytes > max);
+                if drop {
+                    bytes -= kept.bytes;
+                }
+                drop
+            })
+            .count()
     }
 
     /// The history records of a restore: they may replace records held, and be of any age.
@@ -191,17 +209,10 @@ impl HistoryStore {
             horizon = Some(at_us);
         }
         let new_bytes: u64 = added.iter().map(|(k, v)| record::record_bytes(k, v)).sum();
-        let (mut bytes, mut pruned) = (index.bytes + new_bytes, 0);
-        let cutoff = self.config.cutoff(at_us);
-        for kept in index.records.iter().take(MAX_PRUNED_PER_BATCH) {
-            let over = self.config.max_bytes.is_some_and(|max| bytes > max);
-            if kept.at_us >= cutoff && !over {
-                break;
-            }
+        let pruned = index.expired(&self.config, at_us, new_bytes);
+        for kept in index.records.iter().take(pruned) {
             entries.insert(kept.key.clone(), None);
-            bytes -= kept.bytes;
             horizon = horizon.max(Some(kept.at_us));
-            pruned += 1;
         }
         if horizon != index.horizon
             && let Some(h) = horizon
