@@ -212,18 +212,20 @@ fn retention_drops_old_records_and_moves_the_horizon() {
         max_bytes: None,
     };
     let store = with_history(MemoryStore::new(), config);
-    store
-        .apply(&Batch::new("w", 1, vec![(key("a"), pos(1))]))
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(5));
-    store
-        .apply(&Batch::new("w", 2, vec![(key("b"), pos(1))]))
-        .unwrap();
     let at = |seq: u64| {
         let h = history::read(&store, C).unwrap();
         h.changes.iter().find(|c| c.seq == seq).unwrap().at_us
     };
-    let (first, second) = (at(1), at(2));
+    // Each time read at once: a pause of the machine may let seq 2 drop seq 1, never itself.
+    store
+        .apply(&Batch::new("w", 1, vec![(key("a"), pos(1))]))
+        .unwrap();
+    let first = at(1);
+    std::thread::sleep(Duration::from_millis(5));
+    store
+        .apply(&Batch::new("w", 2, vec![(key("b"), pos(1))]))
+        .unwrap();
+    let second = at(2);
     std::thread::sleep(Duration::from_millis(400));
     // One batch after them: a pause of the machine can only make records older, never younger.
     store
