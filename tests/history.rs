@@ -786,3 +786,46 @@ fn serve_answers_a_connectors_history() {
     let (_, _, body) = http_util::call("GET", &s.url("/connectors"), None);
     assert_eq!(body, format!(r#"["{C}"]"#));
 }
+
+/// Fails, once, the first batch that writes `key("a")`, after every entry is staged.
+#[derive(Debug, Default)]
+struct FailFirstWriteOfA(std::sync::atomic::AtomicBool);
+
+impl connect_offsets::store::ApplyFault for FailFirstWriteOfA {
+    fn before_entry(&self, _: &Batch, _: usize) -> connect_offsets::Result<()> {
+        Ok(())
+    }
+    fn before_commit(&self, batch: &Batch) -> connect_offsets::Result<()> {
+        if batch.entries.contains_key(&key("a"))
+            && !self.0.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(connect_offsets::Error::State(
+                "injected: the disk went away".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An apply that fails (RocksDB's own write batch, stopped by the fault seam once every entry is
+/// staged) leaves neither offsets nor history; the retry records the batch once.
+#[test]
+fn a_failed_apply_leaves_no_history_and_its_retry_records_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fault = Arc::new(FailFirstWriteOfA::default());
+    let inner = RocksDbStore::open(dir.path().join("db"))
+        .unwrap()
+        .with_fault(fault.clone());
+    let store = with_history(inner, week());
+    let batch = Batch::new("w", 1, vec![(key("a"), pos(1)), (key("b"), pos(1))]);
+    assert!(store.apply(&batch).is_err());
+    assert!(state(&store).is_empty());
+    assert!(rows(&store).is_empty());
+    assert_eq!(history::read(&store, C).unwrap().horizon_us, None);
+    store.apply(&batch).unwrap();
+    store.apply(&batch).unwrap();
+    assert_eq!(
+        rows(&store),
+        vec![row("a", 1, None, pos(1)), row("b", 1, None, pos(1))]
+    );
+}
