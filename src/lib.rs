@@ -12,6 +12,8 @@
 //!   the batch to the store atomically, and recovery replays exactly what the store is missing.
 //! * [`once::OnceOverride`]: offsets to set or reset once per id, at a buffer's open
 //!   ([`buffer::CommitBufferConfig::once`]) or from a tool; the id is recorded with them atomically.
+//! * [`history`]: opt-in per store (`?history=7d`): how each offset moved, recorded in the same
+//!   atomic batch, and [`history::plan_rewind`] to put a connector back where it was at a time.
 //! * [`codec`]: Kafka Connect's record bytes (`JsonConverter`, schemas off) and its murmur2 partitioner.
 //!
 //! # Guarantees
@@ -71,6 +73,7 @@ pub mod fs;
 #[cfg(feature = "testkit")]
 #[doc(hidden)]
 pub mod fuzz_checks;
+pub mod history;
 pub mod metrics;
 pub mod migrate;
 pub mod model;

@@ -42,6 +42,10 @@ pub struct BenchArgs {
     /// commit buffer's `get`, as a restarted task asks for its offsets) and report lookups/s and latency.
     #[arg(long, default_value_t = 0)]
     lookups: u64,
+    /// Record history on every store run, with this retention (adds `history=RETENTION` to each
+    /// URL), to compare commit throughput with history on and off.
+    #[arg(long, value_name = "RETENTION")]
+    history: Option<String>,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -111,6 +115,16 @@ fn run_one(args: &BenchArgs, url: &str) -> Result<Outcome> {
         format!("rocksdb://{}", tmp.path().join("offsets").display())
     } else {
         url.to_string()
+    };
+    let url = match &args.history {
+        Some(retention) => {
+            let sep = if url.contains('?') { '&' } else { '?' };
+            format!(
+                "{url}{sep}{}={retention}",
+                connect_offsets::history::HISTORY_PARAM
+            )
+        }
+        None => url,
     };
     let wal = tmp.path().join("wal");
     let mut config = CommitBufferConfig::new(&wal);

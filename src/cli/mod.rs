@@ -21,6 +21,7 @@ use connect_offsets::codec::json;
 use connect_offsets::{Error, Offset, OffsetKey, OffsetStore};
 
 mod bench;
+mod history;
 mod ops;
 mod serve;
 mod wal;
@@ -102,6 +103,11 @@ enum Command {
     Migrate(ops::MigrateArgs),
     /// Per-connector commit age and lag, where the store can tell.
     Lag(ops::LagArgs),
+    /// How a connector's offsets moved, newest first (a store with `?history=<retention>`).
+    History(history::HistoryArgs),
+    /// Sets a connector's offsets (all, or one partition) to what they were at a time or seq, in
+    /// one atomic batch; partitions that had no offset then are reset. --dry-run prints the moves.
+    Rewind(history::RewindArgs),
     /// The write-ahead log: inspect its frames, repair it.
     Wal {
         #[command(subcommand)]
@@ -169,6 +175,8 @@ fn run(command: Command) -> connect_offsets::Result<ExitCode> {
         Command::Import(a) => ops::import(a),
         Command::Migrate(a) => ops::migrate(a),
         Command::Lag(a) => ops::lag(a),
+        Command::History(a) => history::show(a),
+        Command::Rewind(a) => history::rewind(a),
         Command::Wal { command } => wal::run(command),
         Command::Serve(a) => serve::run(a),
         Command::Bench(args) => bench::run(args).map(|()| ExitCode::SUCCESS),

@@ -156,9 +156,10 @@ pub(crate) struct LagArgs {
 
 pub(crate) fn connectors(a: ConnectorsArgs) -> Result<ExitCode> {
     let store = open(&a.store)?;
-    // The markers of applied overrides are offsets, not a connector (`list` still shows them).
+    // The markers of applied overrides and history records are offsets, not a connector (`list`
+    // still shows them).
     let mut names = store.namespaces()?;
-    names.retain(|n| n != once::ONCE_NAMESPACE);
+    names.retain(|n| !connect_offsets::history::is_reserved(n));
     if a.json {
         let items: Vec<String> = names.iter().map(|n| quoted(n)).collect();
         print(format!("[{}]", items.join(",")).as_bytes())?;
@@ -533,6 +534,9 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
     }
     let mut rows: Vec<Row> = Vec::new();
     for c in store.namespaces()? {
+        if c == connect_offsets::history::HISTORY_NAMESPACE {
+            continue; // records of how offsets moved, not a connector
+        }
         let parts = store.partitions(&c)?;
         rows.push(Row {
             sink_partitions: parts.iter().filter(|(k, _)| is_sink_partition(k)).count(),

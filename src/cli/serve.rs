@@ -6,6 +6,7 @@
 //! | `GET /connectors/{name}/offsets` | 200 `{"offsets":[{"partition":...,"offset":...}]}`; 404 for an unknown connector |
 //! | `PATCH /connectors/{name}/offsets` | 200 `{"message":...}`; `"offset": null` resets a partition; 400 for an empty or malformed body; 404 unknown |
 //! | `DELETE /connectors/{name}/offsets` | 200 `{"message":...}`: every partition reset; 404 unknown |
+//! | `GET /connectors/{name}/offsets/history` | 200 what `history --json` prints (a store with `?history=`; ours, not Connect's); 404 unknown |
 //! | `GET /metrics` | Prometheus text |
 //!
 //! Errors are `{"error_code":N,"message":"..."}` as Connect writes them, with Connect's texts where it
@@ -202,6 +203,7 @@ impl Server {
             },
             ("GET", ["connectors"]) => self.list_connectors(),
             ("GET", ["connectors", name, "offsets"]) => self.get_offsets(name),
+            ("GET", ["connectors", name, "offsets", "history"]) => self.get_history(name),
             ("PATCH", ["connectors", name, "offsets"]) => {
                 let name = name.to_string();
                 self.alter_offsets(&name, body.unwrap_or_default())
@@ -210,9 +212,13 @@ impl Server {
                 let name = name.to_string();
                 self.reset_offsets(&name)
             }
-            (_, ["metrics"] | ["connectors"] | ["connectors", _, "offsets"]) => {
-                Reply::error(405, "HTTP 405 Method Not Allowed")
-            }
+            (
+                _,
+                ["metrics"]
+                | ["connectors"]
+                | ["connectors", _, "offsets"]
+                | ["connectors", _, "offsets", "history"],
+            ) => Reply::error(405, "HTTP 405 Method Not Allowed"),
             _ => Reply::error(404, "HTTP 404 Not Found"),
         }
     }
@@ -224,10 +230,10 @@ impl Server {
         };
         let mut names: BTreeSet<String> = self.known.clone();
         match handle.get().namespaces() {
-            // The markers of applied overrides are offsets, not a connector.
+            // The markers of applied overrides and history records are offsets, not a connector.
             Ok(n) => names.extend(
                 n.into_iter()
-                    .filter(|n| n != connect_offsets::once::ONCE_NAMESPACE),
+                    .filter(|n| !connect_offsets::history::is_reserved(n)),
             ),
             Err(e) => return self.store_error(e, "", false),
         }
@@ -248,6 +254,32 @@ impl Server {
             return Self::not_found(name);
         }
         Reply::json(200, ConnectorOffsets::from_stored(&parts).to_json())
+    }
+
+    /// The connector's history, newest first (as `history --json`); 404 when the store knows
+    /// nothing of it.
+    fn get_history(&self, name: &str) -> Reply {
+        let handle = match self.open() {
+            Ok(h) => h,
+            Err(e) => return self.store_error(e, name, false),
+        };
+        let h = match connect_offsets::history::read(handle.get(), name) {
+            Ok(h) => h,
+            Err(e) => return self.store_error(e, name, false),
+        };
+        let known = match self.known(handle.get(), name) {
+            Ok(k) => k,
+            Err(e) => return self.store_error(e, name, false),
+        };
+        if h.changes.is_empty() && !known {
+            return Self::not_found(name);
+        }
+        let mut changes: Vec<_> = h.changes.iter().collect();
+        super::history::newest_first(&mut changes);
+        Reply::json(
+            200,
+            super::history::history_json(name, h.horizon_us, &changes),
+        )
     }
 
     /// Takes every log directory's lock for the duration of a modification. Refuses when a writer

@@ -202,6 +202,9 @@ impl StoreUrl {
 /// * `kafka-group://host:port[,host:port]/?group=connect-{connector}` (feature `kafka`): sink
 ///   connectors' consumer groups (`KafkaGroupStore`).
 ///
+/// On every scheme, `history=<retention>` (`7d`, `12h`) and optionally `history.max.bytes=N` record
+/// how offsets move ([`HistoryStore`](crate::history::HistoryStore)).
+///
 /// ```
 /// use connect_offsets::store::{open, OffsetStoreExt};
 /// use connect_offsets::{OffsetKey, Partition, Offset};
@@ -213,7 +216,21 @@ impl StoreUrl {
 /// # Ok::<(), connect_offsets::Error>(())
 /// ```
 pub fn open(raw: &str) -> Result<Box<dyn OffsetStore>> {
-    let url = StoreUrl::parse(raw)?;
+    let mut url = StoreUrl::parse(raw)?;
+    let history = crate::history::HistoryConfig::take_from(&mut url)?;
+    if history.is_some() && url.scheme == "kafka-group" {
+        return Err(url.error(
+            "history is not available on kafka-group:// (a consumer group holds committed offsets only)",
+        ));
+    }
+    let store = open_backend(&url)?;
+    Ok(match history {
+        Some(config) => Box::new(crate::history::HistoryStore::open(store, config)?),
+        None => store,
+    })
+}
+
+fn open_backend(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
     match url.scheme.as_str() {
         "memory" => {
             url.refuse_load_policy()?;
@@ -223,9 +240,9 @@ pub fn open(raw: &str) -> Result<Box<dyn OffsetStore>> {
             }
             Ok(Box::new(super::MemoryStore::new()))
         }
-        "rocksdb" => open_rocksdb(&url),
-        "kafka" => open_kafka(&url),
-        "kafka-group" => open_kafka_group(&url),
+        "rocksdb" => open_rocksdb(url),
+        "kafka" => open_kafka(url),
+        "kafka-group" => open_kafka_group(url),
         other => Err(url.error(format!(
             "unknown scheme `{other}` (known: memory, rocksdb, kafka, kafka-group)"
         ))),
