@@ -445,7 +445,9 @@ impl TxnProducer {
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r))
                     if Instant::now() < deadline =>
                 {
-                    self.producer.poll(Duration::from_millis(1));
+                    // Acknowledgements make room without a poll (see `commit`); serve failures.
+                    self.producer.poll(Duration::ZERO);
+                    std::thread::sleep(Duration::from_micros(200));
                     record = r;
                 }
                 Err((e, _)) => return Err(self.fail(&what(), &e, settings)),
@@ -457,10 +459,15 @@ impl TxnProducer {
     /// the outcome is unknown and the producer is given up ([`Failure::Lost`]).
     pub(crate) fn commit(&self, settings: &Settings) -> std::result::Result<(), Failure> {
         let deadline = Instant::now() + settings.timeout;
-        // Wait for the records to be acknowledged with short polls: the commit's own flush polls in
-        // steps of 100 ms, which would put a 100 ms floor under every commit.
+        // Wait for the records to be acknowledged in short naps: the commit's own flush polls in
+        // steps of 100 ms (a 100 ms floor under every commit), and rdkafka's poll rounds its timeout
+        // down to whole milliseconds, so a 1 ms poll never blocks: it spun a core here. Successes
+        // need no poll (no report is made for them); a nap that doubles keeps a short wait short.
+        let mut nap = Duration::from_micros(20);
         while self.producer.flush(Duration::ZERO).is_err() && Instant::now() < deadline {
-            self.producer.poll(Duration::from_millis(1));
+            self.producer.poll(Duration::ZERO);
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_micros(400));
         }
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
