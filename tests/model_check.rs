@@ -275,6 +275,8 @@ impl Explorer<'_> {
             s.arm_next_open(p, skip, CrashPlan::WHOLE_WRITE);
         }
         let hits_at_start = s.hits_now();
+        let at =
+            |e: String| format!("crash at {first_site:?}, in the reopen at {second_site:?}: {e}");
         {
             let choices = Rc::clone(&choices);
             let states = Rc::clone(&self.states);
@@ -307,14 +309,15 @@ impl Explorer<'_> {
                 s.step(&Op::Offer {
                     key: o.key,
                     reset: o.reset,
-                })?;
+                })
+                .map_err(at)?;
             }
-            s.step(&Op::Commit { store: f.store })?;
+            s.step(&Op::Commit { store: f.store }).map_err(at)?;
             if s.report().lifetime_log.len() > base {
                 break; // the first crash happened: what follows is its recovery
             }
         }
-        let report = s.finish()?;
+        let report = s.finish().map_err(at)?;
         let mut c = choices.borrow_mut();
         if let Some(d) = c.diverged.take() {
             return Err(format!("the schedule did not replay: {d}"));
