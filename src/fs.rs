@@ -8,7 +8,7 @@ use std::path::Path;
 #[cfg(feature = "testkit")]
 mod sim;
 #[cfg(feature = "testkit")]
-pub use sim::{Fault, SimFs, SimOp};
+pub use sim::{Fault, Keep, SimFs, SimOp, Unsynced};
 
 /// An open, append-only log file.
 pub trait WalFile: Send + std::fmt::Debug {

@@ -119,6 +119,10 @@ pub struct ScenarioOptions {
     /// How long a commit may take before the scenario calls it a hang (generous: a loaded 2-core
     /// machine running a real broker can stall a transaction for tens of seconds).
     pub commit_timeout: Duration,
+    /// After each `Local` commit, wait until the store has applied it too, so that the apply
+    /// thread never lags into the next batch and every run of the same ops passes the same crash
+    /// points in the same order (the exhaustive check; with rotation off, see `segment_bytes`).
+    pub settle: bool,
 }
 
 impl Default for ScenarioOptions {
@@ -127,6 +131,7 @@ impl Default for ScenarioOptions {
             keys: 6,
             segment_bytes: 256,
             commit_timeout: Duration::from_secs(120),
+            settle: false,
         }
     }
 }
@@ -144,6 +149,8 @@ pub struct Report {
     pub acked_commits: u64,
     /// Batches recovered from the log across all recoveries.
     pub replayed: u64,
+    /// Per lifetime, in order: how often it passed each point, and where it crashed.
+    pub lifetime_log: Vec<(BTreeMap<CrashPoint, u64>, Option<CrashPoint>)>,
 }
 
 impl Report {
@@ -158,6 +165,7 @@ impl Report {
         self.lifetimes += other.lifetimes;
         self.acked_commits += other.acked_commits;
         self.replayed += other.replayed;
+        self.lifetime_log.extend(other.lifetime_log.iter().cloned());
     }
 }
 
@@ -225,6 +233,11 @@ impl OffsetStore for Recorder {
     }
 }
 
+/// Takes the place of [`SimFs::crash`] at every crash of a scenario: it is given the file system
+/// and the highest seq acknowledged so far, and must end with [`SimFs::power_loss`] or
+/// [`SimFs::crash`].
+pub type PowerLoss = Box<dyn FnMut(&SimFs, u64)>;
+
 /// One scenario in progress.
 pub struct Scenario<'f> {
     factory: &'f mut dyn StoreFactory,
@@ -242,7 +255,8 @@ pub struct Scenario<'f> {
     crash_next_open: Option<u8>,
     /// The override every open carries, and a crash to arm before the next open.
     once: Option<OnceOverride>,
-    crash_at_open: Option<(CrashPoint, u8, u16)>,
+    crash_at_open: Option<(CrashPoint, usize, usize)>,
+    power_loss: Option<PowerLoss>,
     report: Report,
 }
 
@@ -268,10 +282,43 @@ impl<'f> Scenario<'f> {
             crash_next_open: None,
             once: None,
             crash_at_open: None,
+            power_loss: None,
             report: Report::default(),
         };
         s.open_lifetime()?;
         Ok(s)
+    }
+
+    /// Lets `power_loss` choose what every later crash keeps of what was not synced.
+    pub fn set_power_loss(&mut self, power_loss: PowerLoss) {
+        self.power_loss = Some(power_loss);
+    }
+
+    /// Arms a crash at occurrence `skip` (0-based) of `point` in this lifetime ([`CrashPlan::at`]).
+    pub fn arm(&self, point: CrashPoint, skip: usize, torn: usize) {
+        self.plan.arm(point, skip, torn);
+    }
+
+    /// Arms a crash at occurrence `skip` of `point` in the next lifetime, from its open on.
+    pub fn arm_next_open(&mut self, point: CrashPoint, skip: usize, torn: usize) {
+        self.crash_at_open = Some((point, skip, torn));
+    }
+
+    /// How often this lifetime has passed each point so far.
+    pub fn hits_now(&self) -> BTreeMap<CrashPoint, u64> {
+        self.plan.hits()
+    }
+
+    /// What the scenario reached so far (lifetimes are counted once they end).
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+
+    fn lose_power(&mut self) {
+        match self.power_loss.as_mut() {
+            Some(choose) => choose(&self.sim, self.acked),
+            None => self.sim.crash(),
+        }
     }
 
     fn key(&self, k: u8) -> OffsetKey {
@@ -286,9 +333,13 @@ impl<'f> Scenario<'f> {
         for (p, n) in self.plan.hits() {
             *self.report.hits.entry(p).or_default() += n;
         }
-        if let Some(p) = self.plan.crashed_at() {
+        let crashed_at = self.plan.crashed_at();
+        if let Some(p) = crashed_at {
             *self.report.crashes.entry(p).or_default() += 1;
         }
+        self.report
+            .lifetime_log
+            .push((self.plan.hits(), crashed_at));
     }
 
     fn open_lifetime(&mut self) -> std::result::Result<(), String> {
@@ -298,7 +349,7 @@ impl<'f> Scenario<'f> {
                 plan.arm(CrashPoint::InsideRecovery, usize::from(skip), 0);
             }
             if let Some((point, skip, torn)) = self.crash_at_open.take() {
-                plan.arm(point, usize::from(skip), usize::from(torn));
+                plan.arm(point, skip, torn);
             }
             self.plan = Arc::clone(&plan);
             self.sim
@@ -347,7 +398,7 @@ impl<'f> Scenario<'f> {
                 drop(opened); // joins the buffer's threads, if it got that far
                 drop(store);
                 self.end_lifetime_stats();
-                self.sim.crash();
+                self.lose_power();
                 continue;
             }
             let buffer = opened.map_err(|e| format!("reopen failed: {e}"))?;
@@ -487,7 +538,7 @@ impl<'f> Scenario<'f> {
         self.buffer = None; // joins the buffer's threads
         self.store = None;
         self.end_lifetime_stats();
-        self.sim.crash();
+        self.lose_power();
         self.open_lifetime()
     }
 
@@ -519,6 +570,18 @@ impl<'f> Scenario<'f> {
                     Ok(seq) => {
                         self.acked = self.acked.max(seq);
                         self.report.acked_commits += 1;
+                        if !*store && self.options.settle && !self.plan.crashed() {
+                            // An empty commit at `Store` waits for the apply of the last batch.
+                            if let Err(e) = buffer
+                                .commit_with(Durability::Store)
+                                .wait_timeout(self.options.commit_timeout)
+                            {
+                                if self.plan.crashed() {
+                                    return self.crashed();
+                                }
+                                return Err(format!("settle after {op:?}: {e}"));
+                            }
+                        }
                         if *store && !self.plan.crashed() {
                             let (k, state) = self.store_state()?;
                             if k < seq {
@@ -560,7 +623,8 @@ impl<'f> Scenario<'f> {
                     OnceOverride::new(format!("once-{id}"), entries)
                         .map_err(|e| format!("override: {e}"))?,
                 );
-                self.crash_at_open = *crash;
+                self.crash_at_open =
+                    crash.map(|(p, skip, torn)| (p, usize::from(skip), usize::from(torn)));
                 self.step(&Op::Reopen)
                     .map(|_| ())
                     .map_err(crate::Error::State)

@@ -26,6 +26,10 @@ struct PlanState {
 }
 
 impl CrashPlan {
+    /// The `torn` of a crash inside a write whose every byte reaches the file (a power loss may
+    /// still drop any suffix of them: [`SimFs::power_loss`](crate::fs::SimFs::power_loss)).
+    pub const WHOLE_WRITE: usize = usize::MAX;
+
     /// A plan that never crashes but counts every point reached.
     pub fn never() -> Self {
         Self::default()
@@ -91,7 +95,10 @@ impl CrashHook for CrashPlan {
     }
 
     fn torn_len(&self, write_len: usize) -> usize {
-        self.lock().torn % (write_len + 1)
+        match self.lock().torn {
+            Self::WHOLE_WRITE => write_len,
+            torn => torn % (write_len + 1),
+        }
     }
 
     fn is_dead(&self) -> bool {

@@ -4,7 +4,9 @@
 //! ("live") and what would survive a power loss ("durable"). `sync` makes a file's bytes durable;
 //! `sync_dir` makes creations, renames and removals durable. [`SimFs::crash`] throws away everything
 //! not durable, except that a crash inside a write may leave a prefix of the unsynced bytes (a torn
-//! write), as a real disk can.
+//! write), as a real disk can. [`SimFs::unsynced`] and [`SimFs::power_loss`] instead let a test
+//! choose what a power loss keeps: any prefix of each file's unsynced bytes, and any subset of the
+//! directory changes not yet synced.
 //!
 //! [`SimFs::inject`] makes chosen operations fail as a failing disk does (a [`Fault`]: ENOSPC, EIO,
 //! EROFS...) while the process lives on. A failed file sync models Linux after a writeback error: the
@@ -92,6 +94,27 @@ impl SimState {
     }
 }
 
+/// What a power loss could still drop (see [`SimFs::unsynced`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unsynced {
+    /// Each file with bytes written but not synced: a name it has (live, else durable) and how
+    /// many such bytes follow its durable prefix.
+    pub files: Vec<(PathBuf, usize)>,
+    /// Each path whose directory entry was created, renamed or removed since its directory's last
+    /// sync.
+    pub names: Vec<PathBuf>,
+}
+
+/// What a power loss keeps of an [`Unsynced`]: `bytes[i]` of the unsynced bytes of `files[i]`, and
+/// the live entry of `names[i]` when `names[i]` is true (else the durable one).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Keep {
+    /// Unsynced bytes kept per file, in the order of [`Unsynced::files`].
+    pub bytes: Vec<usize>,
+    /// Directory changes kept, in the order of [`Unsynced::names`].
+    pub names: Vec<bool>,
+}
+
 #[derive(Debug)]
 struct SimHandle {
     fs: SimFs,
@@ -147,6 +170,87 @@ impl SimFs {
         st.live_names = durable_names;
         st.locks.clear();
         st.hook = None;
+    }
+
+    /// What a power loss now could drop: every file's bytes past its durable prefix and every
+    /// directory entry that differs from its durable one.
+    pub fn unsynced(&self) -> Unsynced {
+        let st = self.state();
+        let named = |id: u64| {
+            st.live_names
+                .iter()
+                .chain(&st.durable_names)
+                .find(|(_, i)| **i == id)
+                .map(|(p, _)| p.clone())
+        };
+        let files = st
+            .files
+            .iter()
+            .filter(|(_, f)| f.data.len() > f.durable.len())
+            .filter_map(|(p, f)| Some((named(Self::id_num(p))?, f.data.len() - f.durable.len())))
+            .collect();
+        let names = st
+            .live_names
+            .keys()
+            .chain(st.durable_names.keys())
+            .filter(|p| st.live_names.get(*p) != st.durable_names.get(*p))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .cloned()
+            .collect();
+        Unsynced { files, names }
+    }
+
+    /// Simulates power loss keeping what `keep` chooses of [`unsynced`](Self::unsynced) (a torn
+    /// write is then whatever prefix of it `keep` gives its file); locks are released and the hook
+    /// is removed.
+    pub fn power_loss(&self, keep: &Keep) {
+        let unsynced = self.unsynced();
+        let mut st = self.state();
+        st.torn = None;
+        let mut names = st.durable_names.clone();
+        for (path, kept) in unsynced.names.iter().zip(&keep.names) {
+            match (kept, st.live_names.get(path)) {
+                (true, Some(id)) => names.insert(path.clone(), *id),
+                (true, None) => names.remove(path),
+                (false, _) => None,
+            };
+        }
+        let mut extra: BTreeMap<u64, usize> = BTreeMap::new();
+        for ((path, _), n) in unsynced.files.iter().zip(&keep.bytes) {
+            if let Some(id) = st.live_names.get(path).or(st.durable_names.get(path)) {
+                extra.insert(*id, *n);
+            }
+        }
+        let ids: BTreeSet<u64> = names.values().copied().collect();
+        st.files.retain(|p, _| ids.contains(&Self::id_num(p)));
+        for (p, f) in st.files.iter_mut() {
+            let n = extra.get(&Self::id_num(p)).copied().unwrap_or(0);
+            let unsynced = f.data.get(f.durable.len()..).unwrap_or(&[]);
+            let mut data = f.durable.clone();
+            data.extend_from_slice(&unsynced[..n.min(unsynced.len())]);
+            f.data = data.clone();
+            f.durable = data;
+            f.lost.clear();
+        }
+        st.live_names = names.clone();
+        st.durable_names = names;
+        st.locks.clear();
+        st.hook = None;
+    }
+
+    /// Every durable file and its durable bytes (tests: what a crash now would leave, at most).
+    pub fn durable_image(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        let st = self.state();
+        st.durable_names
+            .iter()
+            .filter_map(|(p, id)| {
+                Some((
+                    p.clone(),
+                    st.files.get(&Self::id_path(*id))?.durable.clone(),
+                ))
+            })
+            .collect()
     }
 
     // Files are stored under a synthetic path "/#<id>" so names and contents stay separate.
