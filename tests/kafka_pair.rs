@@ -456,3 +456,37 @@ fn the_same_topic_twice_is_refused_through_the_builders() {
         .to_string();
     assert!(e.contains(&format!("both `{topic}`")), "{e}");
 }
+
+/// A source task on a pair commits its records' offsets to the connector's topic, in its
+/// transaction; the worker topic is only read.
+#[test]
+fn a_task_on_a_pair_commits_to_the_connectors_topic() {
+    let global = global_with(&[(key("files", "old.log"), pos(7))]);
+    let primary = TopicGuard::new("pair-task");
+    let data = TopicGuard::new("pair-task-data");
+    drop(KafkaStore::open(&url(&data, 1, "")).unwrap());
+    let pair = KafkaPairStore::open_url(
+        &StoreUrl::parse(&pair_url(&primary, &global, "&exactly.once.id=pair-task-0")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(pair.primary().task_id().unwrap().as_str(), "pair-task-0");
+    assert!(
+        pair.fallback().task_id().is_none(),
+        "the task is the connector topic's"
+    );
+    let mut task = pair.task_producer().unwrap();
+    task.send(&data, Some(b"new.log"), Some(b"line")).unwrap();
+    task.commit([(key("files", "new.log"), Some(pos(5)))])
+        .unwrap();
+    assert_eq!(pair.get(&key("files", "new.log")).unwrap(), Some(pos(5)));
+    assert_eq!(pair.get(&key("files", "old.log")).unwrap(), Some(pos(7)));
+    let in_primary = read_all(&primary, "read_committed");
+    assert_eq!(in_primary.len(), 1, "{in_primary:?}");
+    assert_eq!(
+        global_alone(&global).get(&key("files", "new.log")).unwrap(),
+        None,
+        "the worker topic is not written"
+    );
+    // A data record and its offset are visible together.
+    assert_eq!(read_all(&data, "read_committed").len(), 1);
+}

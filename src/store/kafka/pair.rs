@@ -44,8 +44,16 @@ use crate::{Offset, Result};
 /// The URL parameter naming the worker-wide topic.
 pub const FALLBACK_TOPIC: &str = "fallback.topic";
 
-/// Parameters that concern only the primary topic.
-const PRIMARY_ONLY: &[&str] = &["partitions", "replication", "writer"];
+/// Parameters that concern only the primary topic (a source task's transactions write there, as
+/// Connect's exactly-once tasks write to their connector's topic).
+const PRIMARY_ONLY: &[&str] = &[
+    "partitions",
+    "replication",
+    "writer",
+    "exactly.once.id",
+    "exactly.once.group",
+    "exactly.once.task",
+];
 
 /// A connector's offsets topic with the worker's topic as fallback (see the
 /// [module documentation](self)).
@@ -89,6 +97,14 @@ impl KafkaPairStore {
     /// The worker-wide topic: read for partitions the primary lacks, tombstoned on resets.
     pub fn fallback(&self) -> &KafkaStore {
         &self.fallback
+    }
+
+    /// The source task's transactional producer ([`KafkaStore::task_producer`]) on the
+    /// connector's topic, where its transactions put their offsets. (Connect's worker also copies
+    /// each offset to the worker topic afterwards; this does not, and reads fall back per
+    /// partition instead.)
+    pub fn task_producer(&self) -> Result<super::TaskProducer<'_>> {
+        self.primary.task_producer()
     }
 }
 
