@@ -12,6 +12,8 @@
 //!   the batch to the store atomically, and recovery replays exactly what the store is missing.
 //! * [`once::OnceOverride`]: offsets to set or reset once per id, at a buffer's open
 //!   ([`buffer::CommitBufferConfig::once`]) or from a tool; the id is recorded with them atomically.
+//! * [`expire`]: resets the partitions of a connector whose offsets have not been written for a
+//!   while, from a tool or on an interval in a buffer ([`buffer::CommitBufferConfig::expire_after`]).
 //! * [`codec`]: Kafka Connect's record bytes (`JsonConverter`, schemas off) and its murmur2 partitioner.
 //!
 //! # Guarantees
@@ -67,6 +69,7 @@ pub mod connector_offsets;
 pub mod crash;
 pub mod dead_letter;
 pub mod error;
+pub mod expire;
 pub mod fs;
 #[cfg(feature = "testkit")]
 #[doc(hidden)]

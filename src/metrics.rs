@@ -25,6 +25,7 @@
 //! | `connect_offsets_connector_oldest_pending_age_seconds` | gauge | `connector`, `writer` | age of the oldest uncommitted offer per connector (source-side lag), sampled from every open buffer; when tracking is on |
 //! | `connect_offsets_dead_letter_records_total` | counter | `source` (`wal`, `kafka`, `policy`) | each record written to a dead-letter file |
 //! | `connect_offsets_offset_resets_total` | counter | `connector`, `policy`, `reason` | each use of a [reset policy](crate::policy) |
+//! | `connect_offsets_expired_total` | counter | `connector` | each partition reset because it was stale ([`crate::expire`]: the CLI's or a buffer's automatic expiry) |
 //!
 //! Gauges that would cost something on every offer are pulled instead: [`watch`] a buffer and its
 //! pending count and age are sampled by [`sample`] (which [`PrometheusHandle::render`] calls). The
@@ -83,6 +84,8 @@ pub mod names {
     pub const DEAD_LETTERS: &str = "connect_offsets_dead_letter_records_total";
     /// Uses of a reset policy.
     pub const OFFSET_RESETS: &str = "connect_offsets_offset_resets_total";
+    /// Partitions reset because they were stale.
+    pub const EXPIRED: &str = "connect_offsets_expired_total";
 }
 
 /// Buckets of the duration histograms, in seconds.
@@ -199,6 +202,12 @@ const DESCRIPTIONS: &[(&str, Kind, Option<Unit>, &str)] = &[
         None,
         "Offsets a worker could not use, handled by a reset policy.",
     ),
+    (
+        names::EXPIRED,
+        Kind::Counter,
+        None,
+        "Partitions reset because their offset had not been written for the configured time.",
+    ),
 ];
 
 /// Registers the descriptions of every metric with the installed recorder.
@@ -267,6 +276,11 @@ pub(crate) fn offset_reset(connector: &str, policy: &'static str, reason: &'stat
     ::metrics::counter!(names::OFFSET_RESETS, "connector" => connector.to_string(),
         "policy" => policy, "reason" => reason)
     .increment(1);
+}
+
+/// `n` partitions of `connector` reset as stale.
+pub(crate) fn expired(connector: &str, n: u64) {
+    ::metrics::counter!(names::EXPIRED, "connector" => connector.to_string()).increment(n);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -42,6 +42,10 @@ pub struct BufferStats {
     pub store_writes: u64,
     /// Bytes the log holds.
     pub wal_bytes: u64,
+    /// Stale partitions the buffer's automatic expiry reset (`expire_after`).
+    pub expired: u64,
+    /// Rounds of the automatic expiry finished (whether they found stale partitions or not).
+    pub expire_rounds: u64,
 }
 
 pub(super) struct Shared {
