@@ -14,6 +14,8 @@
 //!   ([`buffer::CommitBufferConfig::once`]) or from a tool; the id is recorded with them atomically.
 //! * [`expire`]: resets the partitions of a connector whose offsets have not been written for a
 //!   while, from a tool or on an interval in a buffer ([`buffer::CommitBufferConfig::expire_after`]).
+//! * [`alarms`]: a connector that commits without moving (stalled), an offset that moved
+//!   backwards; seen by a buffer ([`buffer::CommitBufferConfig::stall_after`]), kept in the store.
 //! * [`codec`]: Kafka Connect's record bytes (`JsonConverter`, schemas off) and its murmur2 partitioner.
 //!
 //! # Guarantees
@@ -61,6 +63,7 @@
 // (store::kafka::topic_id, store::kafka::group::group_admin).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+pub mod alarms;
 pub mod buffer;
 pub mod codec;
 #[cfg(feature = "testkit")]

@@ -66,6 +66,11 @@ pub struct CommitBufferConfig {
     pub expire_after: Option<Duration>,
     /// `offsets.expire.interval`: how often to look for stale partitions (default 1 h).
     pub expire_interval: Duration,
+    /// `offsets.stall.after`: turns on the stall and gap alarms ([`crate::alarms`]): a connector
+    /// that commits while none of its offsets moved for this long is stalled, and every commit
+    /// that moves an offset backwards is counted. Costs one read of the batch's keys from the
+    /// store before each store write. `None` (the default): off.
+    pub stall_after: Option<Duration>,
     /// `offsets.once.id` and `offsets.once.file` as set, until both are there to make `once`.
     pub(super) once_id: Option<String>,
     pub(super) once_entries: Option<OnceEntries>,
@@ -90,6 +95,7 @@ impl std::fmt::Debug for CommitBufferConfig {
             .field("once", &self.once.as_ref().map(|o| o.id()))
             .field("expire_after", &self.expire_after)
             .field("expire_interval", &self.expire_interval)
+            .field("stall_after", &self.stall_after)
             .finish_non_exhaustive()
     }
 }
@@ -113,6 +119,7 @@ impl CommitBufferConfig {
             once: None,
             expire_after: None,
             expire_interval: Duration::from_secs(3600),
+            stall_after: None,
             once_id: None,
             once_entries: None,
             fs: Arc::new(RealFs),
@@ -147,8 +154,8 @@ impl CommitBufferConfig {
     /// `offsets.max.pending`, `offsets.when.full` = block|reject, `offsets.segment.bytes`,
     /// `offsets.recovery` = fail|skip, `offsets.dead.letter.file`, and an override that applies once:
     /// `offsets.once.id` with `offsets.once.file`, a JSON document in `export`'s format whose null
-    /// offsets are resets, read when set; `offsets.expire.after` and `offsets.expire.interval`,
-    /// durations such as `30d` or `1h`).
+    /// offsets are resets, read when set; `offsets.expire.after`, `offsets.expire.interval` and
+    /// `offsets.stall.after`, durations such as `30d` or `1h`).
     pub fn set(&mut self, name: &str, value: &str) -> Result<&mut Self> {
         let bad = |why: &str| Error::Config(format!("property `{name}` = `{value}`: {why}"));
         let num = || {
@@ -211,15 +218,15 @@ impl CommitBufferConfig {
                 self.once_entries = Some(entries);
                 self.assemble_once()?;
             }
-            "offsets.expire.after" | "offsets.expire.interval" => {
+            "offsets.expire.after" | "offsets.expire.interval" | "offsets.stall.after" => {
                 let d = crate::expire::parse_duration(value).map_err(|e| bad(&e))?;
                 if d.is_zero() {
                     return Err(bad("must be longer than 0"));
                 }
-                if name == "offsets.expire.after" {
-                    self.expire_after = Some(d);
-                } else {
-                    self.expire_interval = d;
+                match name {
+                    "offsets.expire.after" => self.expire_after = Some(d),
+                    "offsets.stall.after" => self.stall_after = Some(d),
+                    _ => self.expire_interval = d,
                 }
             }
             _ => return Err(bad("unknown property")),

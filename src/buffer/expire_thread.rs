@@ -7,8 +7,8 @@
 //! every apply's bookkeeping takes, a candidate is dropped when a logged batch not yet applied
 //! holds it, or when the store (read again there) has written it since; the reset then goes in
 //! only where nothing is pending for the key, and an offer that comes later replaces it. The
-//! reserved namespace of [`crate::once`] is never expired: its markers keep overrides from
-//! applying again.
+//! crate's reserved namespaces are never expired: the markers of [`crate::once`] keep overrides
+//! from applying again.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use super::state::{Shared, lock};
 use super::{Durability, commit_on};
 use crate::model::OffsetKey;
-use crate::once::ONCE_NAMESPACE;
 use crate::store::OffsetStore;
 use crate::{Result, expire};
 
@@ -62,7 +61,7 @@ impl ExpireThread {
         let cutoff = expire::now_ms().saturating_sub(self.after.as_millis() as u64);
         let mut queued: Vec<(String, u64)> = Vec::new();
         for ns in self.store.namespaces()? {
-            if ns == ONCE_NAMESPACE {
+            if crate::alarms::is_reserved(&ns) {
                 continue;
             }
             let keys: Vec<OffsetKey> = self

@@ -25,6 +25,7 @@
 //! `open` replays first), `state` (what the threads share), `ticket` (what a committer waits on)
 //! and `expire_thread` (stale partitions reset on an interval, when `expire_after` is set).
 
+mod activity;
 mod apply_thread;
 mod config;
 mod expire_thread;
@@ -127,6 +128,15 @@ impl CommitBuffer {
             replayed,
         } = recovery::recover(&*store, &config)?;
         let writer = &config.writer;
+        let activity = match config.stall_after {
+            Some(after) => Some(activity::Activity::new(
+                writer,
+                after,
+                crate::expire::now_ms(),
+                crate::alarms::read(&*store)?,
+            )),
+            None => None,
+        };
         let shared = Arc::new(Shared {
             writer: writer.clone(),
             state: Mutex::new(State {
@@ -137,6 +147,7 @@ impl CommitBuffer {
                     replayed_batches: replayed,
                     ..Default::default()
                 },
+                activity,
                 ..State::default()
             }),
             changed: Condvar::new(),
