@@ -75,16 +75,25 @@ pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
         .ok_or_else(|| format!("`{text}` is too long"))
 }
 
-/// A duration as an operator reads it: `3d 4h`, `2h 5m`, `12m 3s`, `4.2s`.
+/// A duration as an operator reads it, in its two largest units: `30d`, `3d 4h`, `2h 5m`, `45s`,
+/// `4.2s`.
 pub fn format_duration(d: Duration) -> String {
     let s = d.as_secs();
-    let (days, h, m, sec) = (s / 86_400, s / 3_600 % 24, s / 60 % 60, s % 60);
-    if days > 0 {
-        format!("{days}d {h}h")
-    } else if h > 0 {
-        format!("{h}h {m}m")
-    } else if m > 0 {
-        format!("{m}m {sec}s")
+    let two = |a: u64, ua: &str, b: u64, ub: &str| {
+        if b == 0 {
+            format!("{a}{ua}")
+        } else {
+            format!("{a}{ua} {b}{ub}")
+        }
+    };
+    if s >= 86_400 {
+        two(s / 86_400, "d", s / 3_600 % 24, "h")
+    } else if s >= 3_600 {
+        two(s / 3_600, "h", s / 60 % 60, "m")
+    } else if s >= 60 {
+        two(s / 60, "m", s % 60, "s")
+    } else if d.subsec_millis() == 0 {
+        format!("{s}s")
     } else {
         format!("{:.1}s", d.as_secs_f64())
     }
@@ -224,5 +233,7 @@ mod tests {
         );
         assert_eq!(format_duration(Duration::from_secs(7_500)), "2h 5m");
         assert_eq!(format_duration(Duration::from_millis(4_200)), "4.2s");
+        assert_eq!(format_duration(Duration::from_secs(30 * 86_400)), "30d");
+        assert_eq!(format_duration(Duration::from_secs(2)), "2s");
     }
 }
