@@ -238,7 +238,8 @@ impl ApplyThread {
     /// With the alarms on: what the store holds for `batch`'s connector keys before it is written
     /// (`None` when they are off, or when the read fails: that batch is then not judged).
     fn stored_before(&self, batch: &Batch) -> Option<Vec<Option<Offset>>> {
-        if lock(&self.shared).activity.is_none() {
+        let on = lock(&self.shared).activity.is_some();
+        if !on {
             return None;
         }
         let keys: Vec<OffsetKey> = watched(batch).map(|(k, _)| k.clone()).collect();
