@@ -15,7 +15,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use connect_offsets::{expire, Offset, OffsetKey, OffsetStoreExt, Partition};
+//! use connect_offsets::{expire, Offset, OffsetKey, OffsetStore, OffsetStoreExt, Partition};
 //!
 //! let store = connect_offsets::store::MemoryStore::new();
 //! let key = OffsetKey::new("files", Partition::new().with("filename", "/gone.log"));
