@@ -10,9 +10,9 @@
 //! connector last committed and last moved, and how many moves went backwards. The worker's own
 //! metrics give them live; the buffer also records them in the store, in the reserved namespace
 //! [`ALARMS_NAMESPACE`] (one [`AlarmRecord`] per connector and writer, committed right after the
-//! store write in which a flag changed, and every half `stall_after` while the connector stays
-//! stalled), which is where `connect-offsets lag` and `serve`'s `/metrics` read them from
-//! ([`read`]).
+//! store write in which a flag changed, and at least every half `stall_after` while the connector
+//! commits), which is where `connect-offsets lag` and `serve`'s `/metrics` read them from
+//! ([`read`]): what they judge is at most half a `stall_after` behind the worker.
 //!
 //! **Moved backwards** is judged on Connect's opaque offset maps like this: the old and the new
 //! offset have the same members, the non-numeric ones (a file name, a GTID set) equal, and of the

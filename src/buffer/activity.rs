@@ -89,9 +89,9 @@ impl Activity {
         }
     }
 
-    /// The records the next batch must carry: a connector seen for the first time, one whose
-    /// stall flag or backwards count changed, and one still stalled whose record is half a
-    /// `stall_after` old (so the record says it still commits).
+    /// The records to commit now: a connector seen for the first time, one whose stall flag or
+    /// backwards count changed, and one whose record is half a `stall_after` old (so that what
+    /// a reader of the store judges from it is at most that much behind).
     pub(super) fn due(&mut self, now_ms: u64) -> Vec<(OffsetKey, Option<Offset>)> {
         let refresh = self.stall_after.as_millis() as u64 / 2;
         let mut out = Vec::new();
@@ -106,7 +106,7 @@ impl Activity {
             let stale = t
                 .recorded
                 .is_some_and(|(_, _, at)| now_ms.saturating_sub(at) >= refresh);
-            if changed || (stalled && stale) {
+            if changed || stale {
                 t.recorded = Some((stalled, t.record.backwards, now_ms));
                 out.push((
                     AlarmRecord::key(&t.record.connector, &t.record.writer),
