@@ -14,6 +14,10 @@
 //!   ([`buffer::CommitBufferConfig::once`]) or from a tool; the id is recorded with them atomically.
 //! * [`history`]: opt-in per store (`?history=7d`): how each offset moved, recorded in the same
 //!   atomic batch, and [`history::plan_rewind`] to put a connector back where it was at a time.
+//! * [`expire`]: resets the partitions of a connector whose offsets have not been written for a
+//!   while, from a tool or on an interval in a buffer ([`buffer::CommitBufferConfig::expire_after`]).
+//! * [`alarms`]: a connector that commits without moving (stalled), an offset that moved
+//!   backwards; seen by a buffer ([`buffer::CommitBufferConfig::stall_after`]), kept in the store.
 //! * [`codec`]: Kafka Connect's record bytes (`JsonConverter`, schemas off) and its murmur2 partitioner.
 //!
 //! # Guarantees
@@ -61,6 +65,7 @@
 // (store::kafka::topic_id, store::kafka::group::group_admin).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+pub mod alarms;
 pub mod buffer;
 pub mod codec;
 #[cfg(feature = "testkit")]
@@ -69,6 +74,7 @@ pub mod connector_offsets;
 pub mod crash;
 pub mod dead_letter;
 pub mod error;
+pub mod expire;
 pub mod fs;
 #[cfg(feature = "testkit")]
 #[doc(hidden)]
@@ -86,3 +92,12 @@ pub mod wal;
 pub use error::{Error, Result};
 pub use model::{Batch, Entries, FieldMap, Offset, OffsetKey, Partition, Value};
 pub use store::{OffsetStore, OffsetStoreExt, open};
+
+/// True for the namespaces the crate keeps its own records in (overrides' markers, history,
+/// alarms): offsets like any others to a store, but no connector's, so never listed as one,
+/// recorded in history, judged by the alarms or expired.
+pub fn is_reserved_namespace(namespace: &str) -> bool {
+    namespace == once::ONCE_NAMESPACE
+        || namespace == history::HISTORY_NAMESPACE
+        || namespace == alarms::ALARMS_NAMESPACE
+}

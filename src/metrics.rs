@@ -25,6 +25,10 @@
 //! | `connect_offsets_connector_oldest_pending_age_seconds` | gauge | `connector`, `writer` | age of the oldest uncommitted offer per connector (source-side lag), sampled from every open buffer; when tracking is on |
 //! | `connect_offsets_dead_letter_records_total` | counter | `source` (`wal`, `kafka`, `policy`) | each record written to a dead-letter file |
 //! | `connect_offsets_offset_resets_total` | counter | `connector`, `policy`, `reason` | each use of a [reset policy](crate::policy) |
+//! | `connect_offsets_connector_stalled` | gauge | `connector`, `writer` | 1 while the connector commits but its offsets have not moved for `offsets.stall.after` ([`crate::alarms`]) |
+//! | `connect_offsets_connector_unmoved_seconds` | gauge | `connector`, `writer` | time since one of its offsets last moved |
+//! | `connect_offsets_backward_moves_total` | counter | `connector`, `writer` | commits that moved an offset backwards outside a reset |
+//! | `connect_offsets_expired_total` | counter | `connector` | each partition reset because it was stale ([`crate::expire`]: the CLI's or a buffer's automatic expiry) |
 //!
 //! Gauges that would cost something on every offer are pulled instead: [`watch`] a buffer and its
 //! pending count and age are sampled by [`sample`] (which [`PrometheusHandle::render`] calls). The
@@ -83,6 +87,14 @@ pub mod names {
     pub const DEAD_LETTERS: &str = "connect_offsets_dead_letter_records_total";
     /// Uses of a reset policy.
     pub const OFFSET_RESETS: &str = "connect_offsets_offset_resets_total";
+    /// Partitions reset because they were stale.
+    pub const EXPIRED: &str = "connect_offsets_expired_total";
+    /// 1 while a connector commits but its offsets have not moved for `stall_after`.
+    pub const CONNECTOR_STALLED: &str = "connect_offsets_connector_stalled";
+    /// How long a connector's offsets have not moved.
+    pub const CONNECTOR_UNMOVED: &str = "connect_offsets_connector_unmoved_seconds";
+    /// Commits that moved one of a connector's offsets backwards.
+    pub const BACKWARD_MOVES: &str = "connect_offsets_backward_moves_total";
 }
 
 /// Buckets of the duration histograms, in seconds.
@@ -199,6 +211,30 @@ const DESCRIPTIONS: &[(&str, Kind, Option<Unit>, &str)] = &[
         None,
         "Offsets a worker could not use, handled by a reset policy.",
     ),
+    (
+        names::EXPIRED,
+        Kind::Counter,
+        None,
+        "Partitions reset because their offset had not been written for the configured time.",
+    ),
+    (
+        names::CONNECTOR_STALLED,
+        Kind::Gauge,
+        None,
+        "1 while the connector commits but none of its offsets moved for offsets.stall.after.",
+    ),
+    (
+        names::CONNECTOR_UNMOVED,
+        Kind::Gauge,
+        Some(Unit::Seconds),
+        "Time since one of the connector's offsets last moved (at most since its buffer opened).",
+    ),
+    (
+        names::BACKWARD_MOVES,
+        Kind::Counter,
+        None,
+        "Commits that moved one of the connector's offsets backwards outside a reset.",
+    ),
 ];
 
 /// Registers the descriptions of every metric with the installed recorder.
@@ -269,6 +305,11 @@ pub(crate) fn offset_reset(connector: &str, policy: &'static str, reason: &'stat
     .increment(1);
 }
 
+/// `n` partitions of `connector` reset as stale.
+pub(crate) fn expired(connector: &str, n: u64) {
+    ::metrics::counter!(names::EXPIRED, "connector" => connector.to_string()).increment(n);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Per-connector age of the oldest uncommitted offer. The buffer keeps the ages in its own state
 // (under the lock its offer path takes anyway) while tracking is on; this module only holds the
@@ -310,6 +351,36 @@ pub struct BufferSample {
     /// Every connector seen since open with the age of its oldest uncommitted offer
     /// (`Duration::ZERO` when it has nothing uncommitted); empty unless tracking is on.
     pub connector_ages: Vec<(String, Duration)>,
+    /// Every connector the stall and gap alarms watch (empty unless they are on).
+    pub connector_alarms: Vec<ConnectorAlarm>,
+}
+
+/// One connector's stall and gap alarms ([`crate::alarms`]), as a buffer or a store's records
+/// give them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectorAlarm {
+    /// The connector.
+    pub connector: String,
+    /// Committing while its offsets have not moved for the configured time.
+    pub stalled: bool,
+    /// How long its offsets have not moved.
+    pub unmoved: Duration,
+    /// Commits that moved an offset backwards.
+    pub backwards: u64,
+}
+
+/// Records the alarm series of `writer`'s connectors: the `stalled` and `unmoved` gauges and the
+/// backwards counter (set to the count given, which the buffer keeps over its lifetimes).
+pub fn record_alarms(writer: &str, alarms: &[ConnectorAlarm]) {
+    for a in alarms {
+        let (c, w) = (a.connector.clone(), writer.to_string());
+        ::metrics::gauge!(names::CONNECTOR_STALLED, "connector" => c.clone(), "writer" => w.clone())
+            .set(if a.stalled { 1.0 } else { 0.0 });
+        ::metrics::gauge!(names::CONNECTOR_UNMOVED, "connector" => c.clone(), "writer" => w.clone())
+            .set(a.unmoved.as_secs_f64());
+        ::metrics::counter!(names::BACKWARD_MOVES, "connector" => c, "writer" => w)
+            .absolute(a.backwards);
+    }
 }
 
 /// A source of gauges that [`sample`] reads: [`CommitBuffer`](crate::buffer::CommitBuffer)
@@ -384,7 +455,12 @@ pub fn sample() {
     for b in &watched {
         record_gauges(&b.sample());
     }
-    for (writer, connector, age) in connector_ages_of(live(open_buffers()).iter().chain(&watched)) {
+    let open = live(open_buffers());
+    for b in open.iter().chain(&watched) {
+        let s = b.sample();
+        record_alarms(&s.writer, &s.connector_alarms);
+    }
+    for (writer, connector, age) in connector_ages_of(open.iter().chain(&watched)) {
         ::metrics::gauge!(names::CONNECTOR_PENDING_AGE, "connector" => connector, "writer" => writer)
             .set(age.as_secs_f64());
     }
@@ -582,6 +658,7 @@ mod tests {
             applied_seq: 8,
             wal_bytes: 4096,
             connector_ages: vec![("a".into(), Duration::from_millis(250))],
+            connector_alarms: Vec::new(),
         }));
         let open = Arc::new(Fixed(BufferSample {
             writer: "open-w".into(),

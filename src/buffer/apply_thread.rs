@@ -8,12 +8,14 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
+use super::activity::Activity;
 use super::hook;
 use super::release::release_or_compact;
 use super::state::{Shared, lock};
 use crate::Error;
+use crate::alarms::{Movement, compare};
 use crate::crash::{CrashHook, CrashPoint};
-use crate::model::{Batch, Entries};
+use crate::model::{Batch, Entries, Offset, OffsetKey};
 use crate::store::OffsetStore;
 use crate::wal::{ClosedSegment, WalDir};
 
@@ -173,6 +175,7 @@ impl ApplyThread {
     /// Applies `batch` (one logged batch, or the `group` of them merged), retrying until the store
     /// takes it. False when the thread must stop.
     fn apply(&self, batch: &Arc<Batch>, group: &[Arc<Batch>], epoch: u64) -> bool {
+        let before = self.stored_before(batch);
         let mut backoff = Duration::from_millis(50);
         loop {
             match self.store.apply_logged(batch) {
@@ -200,6 +203,17 @@ impl ApplyThread {
             return false;
         }
         let mut st = lock(&self.shared);
+        if let (Some(before), Some(activity)) = (before, st.activity.as_mut()) {
+            observe(activity, batch, before);
+            let due = activity.due(crate::expire::now_ms());
+            if !due.is_empty() {
+                for (k, v) in due {
+                    self.shared.pending.insert(k, v);
+                }
+                // Their own commit, at once (nobody waits on it): lag reads them from the store.
+                st.requested = st.requested.max(st.open_epoch);
+            }
+        }
         st.applied = epoch;
         st.stats.applied_seq = batch.seq;
         st.last_store_error = None;
@@ -219,5 +233,47 @@ impl ApplyThread {
         drop(st);
         self.shared.notify();
         true
+    }
+
+    /// With the alarms on: what the store holds for `batch`'s connector keys before it is written
+    /// (`None` when they are off, or when the read fails: that batch is then not judged).
+    fn stored_before(&self, batch: &Batch) -> Option<Vec<Option<Offset>>> {
+        let on = lock(&self.shared).activity.is_some();
+        if !on {
+            return None;
+        }
+        let keys: Vec<OffsetKey> = watched(batch).map(|(k, _)| k.clone()).collect();
+        match self.store.get_many(&keys) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::warn!(writer = %self.shared.writer, seq = batch.seq, error = %e, "could not read the offsets a batch replaces; its moves are not judged");
+                None
+            }
+        }
+    }
+}
+
+/// The entries the alarms judge: every connector's, not the crate's own records.
+fn watched(batch: &Batch) -> impl Iterator<Item = (&OffsetKey, &Option<Offset>)> {
+    batch
+        .entries
+        .iter()
+        .filter(|(k, _)| !crate::is_reserved_namespace(k.namespace()))
+}
+
+/// Feeds `activity` each connector entry of `batch` against what the store held. A batch that
+/// applies an override once is a deliberate rewind: it moves, never backwards.
+fn observe(activity: &mut Activity, batch: &Batch, before: Vec<Option<Offset>>) {
+    let rewind = batch
+        .entries
+        .keys()
+        .any(|k| k.namespace() == crate::once::ONCE_NAMESPACE);
+    let now = crate::expire::now_ms();
+    for ((k, new), old) in watched(batch).zip(before) {
+        let mut m = compare(old.as_ref(), new.as_ref());
+        if rewind && m == Movement::Backwards {
+            m = Movement::Moved;
+        }
+        activity.observe(k.namespace(), m, now);
     }
 }

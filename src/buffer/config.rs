@@ -65,6 +65,18 @@ pub struct CommitBufferConfig {
     /// `flush_timeout`; an open that times out fails, and the override, logged by then, is
     /// applied by the next open's recovery.
     pub once: Option<OnceOverride>,
+    /// `offsets.expire.after`: reset every partition not written for this long (see
+    /// [`crate::expire`]), checked every `expire_interval` by a thread of the buffer; the resets
+    /// go through the log like a commit, and a partition pending or in flight is never reset.
+    /// `None` (the default) expires nothing.
+    pub expire_after: Option<Duration>,
+    /// `offsets.expire.interval`: how often to look for stale partitions (default 1 h).
+    pub expire_interval: Duration,
+    /// `offsets.stall.after`: turns on the stall and gap alarms ([`crate::alarms`]): a connector
+    /// that commits while none of its offsets moved for this long is stalled, and every commit
+    /// that moves an offset backwards is counted. Costs one read of the batch's keys from the
+    /// store before each store write. `None` (the default): off.
+    pub stall_after: Option<Duration>,
     /// `offsets.once.id` and `offsets.once.file` as set, until both are there to make `once`.
     pub(super) once_id: Option<String>,
     pub(super) once_entries: Option<OnceEntries>,
@@ -88,6 +100,9 @@ impl std::fmt::Debug for CommitBufferConfig {
             .field("recovery", &self.recovery)
             .field("reset_policies", &self.reset_policies)
             .field("once", &self.once.as_ref().map(|o| o.id()))
+            .field("expire_after", &self.expire_after)
+            .field("expire_interval", &self.expire_interval)
+            .field("stall_after", &self.stall_after)
             .finish_non_exhaustive()
     }
 }
@@ -112,6 +127,9 @@ impl CommitBufferConfig {
             max_in_flight: 1024,
             recovery: RecoveryPolicy::Fail,
             once: None,
+            expire_after: None,
+            expire_interval: Duration::from_secs(3600),
+            stall_after: None,
             once_id: None,
             once_entries: None,
             fs: Arc::new(RealFs),
@@ -148,7 +166,8 @@ impl CommitBufferConfig {
     /// `fail,orders=skip`; its default is also the recovery policy, so only fail or skip),
     /// `offsets.dead.letter.file`, and an override that applies once:
     /// `offsets.once.id` with `offsets.once.file`, a JSON document in `export`'s format whose null
-    /// offsets are resets, read when set).
+    /// offsets are resets, read when set; `offsets.expire.after`, `offsets.expire.interval` and
+    /// `offsets.stall.after`, durations such as `30d` or `1h`).
     pub fn set(&mut self, name: &str, value: &str) -> Result<&mut Self> {
         let bad = |why: &str| Error::Config(format!("property `{name}` = `{value}`: {why}"));
         let num = || {
@@ -232,6 +251,17 @@ impl CommitBufferConfig {
                     .collect();
                 self.once_entries = Some(entries);
                 self.assemble_once()?;
+            }
+            "offsets.expire.after" | "offsets.expire.interval" | "offsets.stall.after" => {
+                let d = crate::expire::parse_duration(value).map_err(|e| bad(&e))?;
+                if d.is_zero() {
+                    return Err(bad("must be longer than 0"));
+                }
+                match name {
+                    "offsets.expire.after" => self.expire_after = Some(d),
+                    "offsets.stall.after" => self.stall_after = Some(d),
+                    _ => self.expire_interval = d,
+                }
             }
             _ => return Err(bad("unknown property")),
         }

@@ -22,10 +22,13 @@
 //! The files follow the data path: this one takes offers and commits; `log_thread` seals, encodes,
 //! appends and syncs; `apply_thread` writes logged batches to the store; `release` frees the log of
 //! what the store holds. Beside it: `config` (what the buffer is opened with), `recovery` (what
-//! `open` replays first), `state` (what the threads share) and `ticket` (what a committer waits on).
+//! `open` replays first), `state` (what the threads share), `ticket` (what a committer waits on)
+//! and `expire_thread` (stale partitions reset on an interval, when `expire_after` is set).
 
+mod activity;
 mod apply_thread;
 mod config;
+mod expire_thread;
 mod log_thread;
 mod pending;
 mod recovery;
@@ -45,6 +48,7 @@ pub use state::BufferStats;
 pub use ticket::CommitTicket;
 
 use apply_thread::ApplyThread;
+use expire_thread::ExpireThread;
 use log_thread::LogThread;
 use recovery::Recovery;
 use release::release_or_compact;
@@ -113,6 +117,9 @@ impl CommitBuffer {
     /// has not applied, and starts the log and apply threads.
     pub fn open(store: Arc<dyn OffsetStore>, config: CommitBufferConfig) -> Result<CommitBuffer> {
         config.check_once()?;
+        if config.expire_after.is_some() {
+            crate::expire::check_store(&*store)?;
+        }
         let Recovery {
             wal,
             log,
@@ -121,6 +128,15 @@ impl CommitBuffer {
             replayed,
         } = recovery::recover(&*store, &config)?;
         let writer = &config.writer;
+        let activity = match config.stall_after {
+            Some(after) => Some(activity::Activity::new(
+                writer,
+                after,
+                crate::expire::now_ms(),
+                crate::alarms::read(&*store)?,
+            )),
+            None => None,
+        };
         let shared = Arc::new(Shared {
             writer: writer.clone(),
             state: Mutex::new(State {
@@ -131,6 +147,7 @@ impl CommitBuffer {
                     replayed_batches: replayed,
                     ..Default::default()
                 },
+                activity,
                 ..State::default()
             }),
             changed: Condvar::new(),
@@ -161,7 +178,7 @@ impl CommitBuffer {
             Arc::clone(&wal),
             config.crash_hook.clone(),
         );
-        let threads = vec![
+        let mut threads = vec![
             std::thread::Builder::new()
                 .name(format!("offsets-log-{writer}"))
                 .spawn(move || log_thread.run())
@@ -171,6 +188,20 @@ impl CommitBuffer {
                 .spawn(move || apply_thread.run(rx))
                 .map_err(|e| Error::io("spawn apply thread", &config.wal_dir, e))?,
         ];
+        if let Some(after) = config.expire_after {
+            let expire = ExpireThread {
+                shared: Arc::clone(&shared),
+                store: Arc::clone(&store),
+                after,
+                interval: config.expire_interval,
+            };
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("offsets-expire-{writer}"))
+                    .spawn(move || expire.run())
+                    .map_err(|e| Error::io("spawn expire thread", &config.wal_dir, e))?,
+            );
+        }
         let buffer = CommitBuffer {
             shared,
             store,
@@ -273,25 +304,7 @@ impl CommitBuffer {
 
     /// Like [`commit`](Self::commit) with a chosen durability.
     pub fn commit_with(&self, durability: Durability) -> CommitTicket {
-        let shared = &self.shared;
-        let mut st = lock(shared);
-        let ticket = |e| CommitTicket::failed(shared, durability, e);
-        if st.closed {
-            return ticket(Error::Closed("commit buffer"));
-        }
-        if let Some(p) = &st.poisoned {
-            return ticket(Error::CommitFailed(Arc::clone(p)));
-        }
-        let epoch = if shared.pending.is_empty() {
-            st.open_epoch - 1
-        } else {
-            st.open_epoch
-        };
-        if epoch > st.requested {
-            st.requested = epoch;
-            shared.changed.notify_all();
-        }
-        CommitTicket::pending(shared, epoch, durability)
+        commit_on(&self.shared, durability)
     }
 
     /// The committed offset of `key`: from a batch logged but not yet applied, else from the store.
@@ -374,4 +387,26 @@ impl Drop for CommitBuffer {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Seals what is pending (through the log thread) and returns a ticket for it.
+fn commit_on(shared: &Arc<Shared>, durability: Durability) -> CommitTicket {
+    let mut st = lock(shared);
+    let ticket = |e| CommitTicket::failed(shared, durability, e);
+    if st.closed {
+        return ticket(Error::Closed("commit buffer"));
+    }
+    if let Some(p) = &st.poisoned {
+        return ticket(Error::CommitFailed(Arc::clone(p)));
+    }
+    let epoch = if shared.pending.is_empty() {
+        st.open_epoch - 1
+    } else {
+        st.open_epoch
+    };
+    if epoch > st.requested {
+        st.requested = epoch;
+        shared.changed.notify_all();
+    }
+    CommitTicket::pending(shared, epoch, durability)
 }

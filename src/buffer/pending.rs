@@ -81,6 +81,24 @@ impl Pending {
         }
     }
 
+    /// Inserts `key` → `value` unless `key` is pending; true when it was inserted. An offer
+    /// that comes later replaces it, as any newer value does.
+    pub(super) fn insert_if_absent(&self, key: OffsetKey, value: Option<Offset>) -> bool {
+        let mut shard = lock(self.shard(&key));
+        let indexmap::map::Entry::Vacant(e) = shard.entry(key) else {
+            return false;
+        };
+        e.insert(value);
+        self.len.0.fetch_add(1, Ordering::AcqRel);
+        drop(shard);
+        if !self.dated.load(Ordering::Acquire) {
+            let mut oldest = self.oldest.lock().unwrap_or_else(|p| p.into_inner());
+            oldest.get_or_insert_with(Instant::now);
+            self.dated.store(true, Ordering::Release);
+        }
+        true
+    }
+
     /// Puts back a batch that could not be written, under any newer pending value.
     pub(super) fn merge_back(&self, entries: Entries, oldest: Option<Instant>) {
         for (k, v) in entries {

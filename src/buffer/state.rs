@@ -8,6 +8,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
+use super::activity::Activity;
 use super::pending::Pending;
 use super::{Durability, WhenFull};
 use crate::Error;
@@ -42,6 +43,10 @@ pub struct BufferStats {
     pub store_writes: u64,
     /// Bytes the log holds.
     pub wal_bytes: u64,
+    /// Stale partitions the buffer's automatic expiry reset (`expire_after`).
+    pub expired: u64,
+    /// Rounds of the automatic expiry finished (whether they found stale partitions or not).
+    pub expire_rounds: u64,
 }
 
 pub(super) struct Shared {
@@ -84,6 +89,8 @@ pub(super) struct State {
     pub(super) in_flight_entries: usize,
     pub(super) stats: BufferStats,
     pub(super) ages: ConnectorAges,
+    /// The stall and gap alarms' observations, when `stall_after` is set.
+    pub(super) activity: Option<Activity>,
 }
 
 /// Per connector, when its oldest uncommitted offer arrived (source-side lag), recorded while
@@ -175,6 +182,22 @@ impl Sampled for Shared {
             applied_seq: st.stats.applied_seq,
             wal_bytes: self.wal_bytes(),
             connector_ages: st.ages.ages(),
+            connector_alarms: st
+                .activity
+                .as_ref()
+                .map(|a| {
+                    let now = crate::expire::now_ms();
+                    a.records()
+                        .into_iter()
+                        .map(|r| crate::metrics::ConnectorAlarm {
+                            stalled: r.stalled(now),
+                            unmoved: r.unmoved_for(now),
+                            backwards: r.backwards,
+                            connector: r.connector,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
     }
 }

@@ -10,7 +10,7 @@
 //!   `--quarantine`.
 //!
 //! Results go to stdout (JSON where a script would read them, or with `--json`); messages go to
-//! stderr. Commands per concern: [`ops`] (offsets), [`wal`] (the write-ahead log), [`serve`]
+//! stderr. Commands per concern: [`ops`] (offsets), [`expire`] (stale partitions), [`wal`] (the write-ahead log), [`serve`]
 //! (Kafka Connect's offsets REST API), [`bench`].
 
 use std::io::{IsTerminal as _, Write as _};
@@ -21,6 +21,7 @@ use connect_offsets::codec::json;
 use connect_offsets::{Error, Offset, OffsetKey, OffsetStore};
 
 mod bench;
+mod expire;
 mod history;
 mod ops;
 mod serve;
@@ -101,6 +102,9 @@ enum Command {
     /// Makes the destination's offsets equal to the source's, one atomic batch per connector, and
     /// verifies both sides afterwards.
     Migrate(ops::MigrateArgs),
+    /// Resets every partition of a connector not written for --older-than (--dry-run: lists
+    /// them with offset and age, writes nothing).
+    Expire(expire::ExpireArgs),
     /// Per-connector commit age and lag, where the store can tell.
     Lag(ops::LagArgs),
     /// How a connector's offsets moved, newest first (a store with `?history=<retention>`).
@@ -174,6 +178,7 @@ fn run(command: Command) -> connect_offsets::Result<ExitCode> {
         Command::Export(a) => ops::export(a),
         Command::Import(a) => ops::import(a),
         Command::Migrate(a) => ops::migrate(a),
+        Command::Expire(a) => expire::run(a),
         Command::Lag(a) => ops::lag(a),
         Command::History(a) => history::show(a),
         Command::Rewind(a) => history::rewind(a),

@@ -156,10 +156,10 @@ pub(crate) struct LagArgs {
 
 pub(crate) fn connectors(a: ConnectorsArgs) -> Result<ExitCode> {
     let store = open(&a.store)?;
-    // The markers of applied overrides and history records are offsets, not a connector (`list`
-    // still shows them).
+    // The crate's own records (override markers, history, alarms) are offsets, not a connector
+    // (`list` still shows them).
     let mut names = store.namespaces()?;
-    names.retain(|n| !connect_offsets::history::is_reserved(n));
+    names.retain(|n| !connect_offsets::is_reserved_namespace(n));
     if a.json {
         let items: Vec<String> = names.iter().map(|n| quoted(n)).collect();
         print(format!("[{}]", items.join(",")).as_bytes())?;
@@ -533,9 +533,11 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
         ends: Vec<Option<i64>>,
     }
     let mut rows: Vec<Row> = Vec::new();
+    let alarms = connect_offsets::alarms::read(&*store)?;
+    let now_ms = connect_offsets::expire::now_ms();
     for c in store.namespaces()? {
-        if c == connect_offsets::history::HISTORY_NAMESPACE {
-            continue; // records of how offsets moved, not a connector
+        if connect_offsets::is_reserved_namespace(&c) {
+            continue; // the crate's own records, not a connector
         }
         let parts = store.partitions(&c)?;
         rows.push(Row {
@@ -673,9 +675,10 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
             .collect();
         print(
             format!(
-                "{{\"store\":{},\"connectors\":[{}],\"note\":{}}}",
+                "{{\"store\":{},\"connectors\":[{}],\"alarms\":[{}],\"note\":{}}}",
                 quoted(store.kind()),
                 items.join(","),
+                alarms_json(&alarms, now_ms),
                 quoted(&sink_note)
             )
             .as_bytes(),
@@ -716,6 +719,23 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
             }
         }
     }
+    if !alarms.is_empty() {
+        print(b"")?;
+        print(b"CONNECTOR\tWRITER\tSTALLED\tUNMOVED\tBACKWARDS")?;
+        for r in &alarms {
+            print(
+                format!(
+                    "{}\t{}\t{}\t{}\t{}",
+                    r.connector,
+                    r.writer,
+                    if r.stalled(now_ms) { "yes" } else { "no" },
+                    connect_offsets::expire::format_duration(r.unmoved_for(now_ms)),
+                    r.backwards
+                )
+                .as_bytes(),
+            )?;
+        }
+    }
     // A sink connector's position is its group's, committed by its consumer: no log to ask.
     if a.wal_dir.is_none() && store.kind() != "kafka-group" {
         eprintln!(
@@ -727,6 +747,29 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
         eprintln!("note: {sink_note}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The alarm records as `lag --json` gives them, judged at `now_ms`.
+fn alarms_json(alarms: &[connect_offsets::alarms::AlarmRecord], now_ms: u64) -> String {
+    let secs = |ms: u64| format!("{:.3}", ms as f64 / 1000.0);
+    alarms
+        .iter()
+        .map(|r| {
+            format!(
+                "{{\"connector\":{},\"writer\":{},\"stalled\":{},\"unmoved_s\":{},\"stall_after_s\":{},\"last_commit_age_s\":{},\"moved_backwards\":{},\"last_backwards_age_s\":{}}}",
+                quoted(&r.connector),
+                quoted(&r.writer),
+                r.stalled(now_ms),
+                secs(now_ms.saturating_sub(r.last_moved_ms)),
+                secs(r.stall_after_ms),
+                secs(now_ms.saturating_sub(r.last_commit_ms)),
+                r.backwards,
+                r.last_backwards_ms
+                    .map_or("null".to_string(), |t| secs(now_ms.saturating_sub(t)))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// `(kafka_topic, kafka_partition, kafka_offset)` of a sink-style partition with an integral offset.

@@ -198,7 +198,10 @@ impl Server {
         match (method, segs.as_slice()) {
             ("GET", ["metrics"]) => Reply {
                 status: 200,
-                body: self.metrics.render(),
+                body: {
+                    self.record_alarms();
+                    self.metrics.render()
+                },
                 content_type: "text/plain; version=0.0.4; charset=utf-8",
             },
             ("GET", ["connectors"]) => self.list_connectors(),
@@ -223,6 +226,28 @@ impl Server {
         }
     }
 
+    /// The stall and gap alarms the store's records hold ([`connect_offsets::alarms`]), judged
+    /// now, as the series a worker's buffer exports. A store held by a running writer cannot be
+    /// read here: its worker's own `/metrics` has them.
+    fn record_alarms(&self) {
+        let Ok(handle) = self.open() else { return };
+        let Ok(records) = connect_offsets::alarms::read(handle.get()) else {
+            return;
+        };
+        let now = connect_offsets::expire::now_ms();
+        for r in records {
+            connect_offsets::metrics::record_alarms(
+                &r.writer,
+                &[connect_offsets::metrics::ConnectorAlarm {
+                    stalled: r.stalled(now),
+                    unmoved: r.unmoved_for(now),
+                    backwards: r.backwards,
+                    connector: r.connector,
+                }],
+            );
+        }
+    }
+
     fn list_connectors(&self) -> Reply {
         let handle = match self.open() {
             Ok(h) => h,
@@ -230,10 +255,11 @@ impl Server {
         };
         let mut names: BTreeSet<String> = self.known.clone();
         match handle.get().namespaces() {
-            // The markers of applied overrides and history records are offsets, not a connector.
+            // The crate's own records (override markers, history, alarms) are offsets, not a
+            // connector.
             Ok(n) => names.extend(
                 n.into_iter()
-                    .filter(|n| !connect_offsets::history::is_reserved(n)),
+                    .filter(|n| !connect_offsets::is_reserved_namespace(n)),
             ),
             Err(e) => return self.store_error(e, "", false),
         }

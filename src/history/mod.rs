@@ -41,11 +41,6 @@ pub const HISTORY_PARAM: &str = "history";
 /// The store URL parameter bounding history's size in bytes (`history.max.bytes=1073741824`).
 pub const MAX_BYTES_PARAM: &str = "history.max.bytes";
 
-/// True for the namespaces the crate keeps for itself (history, overrides' markers): not a connector's.
-pub fn is_reserved(namespace: &str) -> bool {
-    namespace == HISTORY_NAMESPACE || namespace == crate::once::ONCE_NAMESPACE
-}
-
 /// How much history a [`HistoryStore`] keeps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistoryConfig {

@@ -6,7 +6,8 @@ use std::sync::{Mutex, MutexGuard};
 use indexmap::IndexMap;
 
 use super::record::{self, CHANGES_PER_RECORD, Staged};
-use super::{HISTORY_NAMESPACE, HistoryConfig, is_reserved, time};
+use super::{HISTORY_NAMESPACE, HistoryConfig, time};
+use crate::is_reserved_namespace as is_reserved;
 use crate::model::{Batch, OffsetKey};
 use crate::store::OffsetStore;
 use crate::{Error, Offset, Result};
@@ -272,5 +273,11 @@ impl OffsetStore for HistoryStore {
     }
     fn atomic(&self) -> bool {
         self.inner.atomic()
+    }
+    fn keeps_change_times(&self) -> bool {
+        self.inner.keeps_change_times()
+    }
+    fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> {
+        self.inner.change_times(keys)
     }
 }

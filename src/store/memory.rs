@@ -34,6 +34,7 @@ struct State {
 /// One stored offset, in one allocation:
 ///
 /// ```text
+/// u64 LE  when it was written, milliseconds since the Unix epoch (for `expire`)
 /// u32 LE  canonical partition length, top bit set when the caller's member order differs
 /// ...     canonical partition JSON (members sorted: the key's structural identity, see OffsetKey::id)
 /// [u32 LE length, partition JSON in the caller's member order]   only with the top bit
@@ -46,11 +47,14 @@ struct State {
 struct Entry(Box<[u8]>);
 
 const ORDERED_BIT: u32 = 1 << 31;
+/// Where the partition length starts: after the write time.
+const AT: usize = 8;
 
 impl Entry {
-    fn new(key: &OffsetKey, offset: &Offset, scratch: &mut Vec<u8>) -> Entry {
+    fn new(key: &OffsetKey, offset: &Offset, written_ms: u64, scratch: &mut Vec<u8>) -> Entry {
         let canonical = canonical_part(key);
         scratch.clear();
+        scratch.extend_from_slice(&written_ms.to_le_bytes());
         let mut header = canonical.len() as u32;
         // The caller's order, when it is not the sorted one (Connect's bytes keep it; so do we).
         // (A partition of one member has one order: only larger ones can differ.)
@@ -73,26 +77,30 @@ impl Entry {
     }
 
     fn header(&self) -> (usize, bool) {
-        let h = u32::from_le_bytes(self.0[..4].try_into().expect("4 bytes"));
+        let h = u32::from_le_bytes(self.0[AT..AT + 4].try_into().expect("4 bytes"));
         ((h & !ORDERED_BIT) as usize, h & ORDERED_BIT != 0)
+    }
+
+    fn written_ms(&self) -> u64 {
+        u64::from_le_bytes(self.0[..AT].try_into().expect("8 bytes"))
     }
 
     fn canonical(&self) -> &[u8] {
         let (len, _) = self.header();
-        &self.0[4..4 + len]
+        &self.0[AT + 4..AT + 4 + len]
     }
 
     /// (the partition in the caller's order, the offset) as bytes.
     fn parts(&self) -> (&[u8], &[u8]) {
         let (len, ordered) = self.header();
-        let end = 4 + len;
+        let end = AT + 4 + len;
         if ordered {
             let own_len =
                 u32::from_le_bytes(self.0[end..end + 4].try_into().expect("4 bytes")) as usize;
             let own = &self.0[end + 4..end + 4 + own_len];
             (own, &self.0[end + 4 + own_len..])
         } else {
-            (&self.0[4..end], &self.0[end..])
+            (&self.0[AT + 4..end], &self.0[end..])
         }
     }
 
@@ -196,10 +204,11 @@ impl OffsetStore for MemoryStore {
             state.seqs.insert(batch.writer.clone(), batch.seq);
         }
         let mut scratch = Vec::new();
+        let now = crate::expire::now_ms();
         for (key, offset) in &batch.entries {
             match offset {
                 Some(offset) => {
-                    let entry = Entry::new(key, offset, &mut scratch);
+                    let entry = Entry::new(key, offset, now, &mut scratch);
                     let ns = match state.namespaces.get_mut(key.namespace()) {
                         Some(ns) => ns,
                         None => state
@@ -270,6 +279,26 @@ impl OffsetStore for MemoryStore {
 
     fn durable(&self) -> bool {
         false
+    }
+
+    /// The time of the `apply` that wrote each offset: batches replayed from a commit buffer's
+    /// log at open count as written then.
+    fn keeps_change_times(&self) -> bool {
+        true
+    }
+
+    fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> {
+        let state = self.read()?;
+        Ok(keys
+            .iter()
+            .map(|k| {
+                state
+                    .namespaces
+                    .get(k.namespace())
+                    .and_then(|ns| ns.get(canonical_part(k)))
+                    .map(Entry::written_ms)
+            })
+            .collect())
     }
 }
 

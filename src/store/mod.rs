@@ -85,6 +85,20 @@ pub trait OffsetStore: Send + Sync + fmt::Debug {
     fn atomic(&self) -> bool {
         true
     }
+
+    /// True when the store records when each partition's offset was last written, so that
+    /// [`change_times`](Self::change_times) answers (memory, RocksDB, Kafka). A store that cannot
+    /// tell (a consumer group) keeps the default, and [`crate::expire`] refuses it by name.
+    fn keeps_change_times(&self) -> bool {
+        false
+    }
+
+    /// When the offset of each key was last written, in milliseconds since the Unix epoch, in the
+    /// order of `keys`: `None` for a key without an offset or without a recorded time (written by
+    /// a version that kept none). Writing the same value again counts as a change.
+    fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> {
+        Ok(vec![None; keys.len()])
+    }
 }
 
 macro_rules! forward_store {
@@ -102,6 +116,8 @@ macro_rules! forward_store {
             fn persist(&self) -> Result<()> { (**self).persist() }
             fn durable(&self) -> bool { (**self).durable() }
             fn atomic(&self) -> bool { (**self).atomic() }
+            fn keeps_change_times(&self) -> bool { (**self).keeps_change_times() }
+            fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> { (**self).change_times(keys) }
         }
     )*};
 }

@@ -5,6 +5,9 @@
 //!   value bytes. The id sorts by namespace first, so a namespace is one prefix scan; the stored bytes are
 //!   exactly Connect's, so export needs no re-encoding and keeps the caller's member order.
 //! * `s` + writer → `u64` BE: the writer's applied `seq`, in the same write batch as its entries.
+//! * `t` + [`OffsetKey::id`] → `u64` LE: when the offset was last written (milliseconds since the
+//!   Unix epoch), in the same write batch as the offset and deleted with it (for
+//!   [`crate::expire`]). Offsets written before this key existed have none.
 //!
 //! Durability: each batch is one RocksDB write batch (atomic). A batch from a
 //! [`CommitBuffer`](crate::buffer::CommitBuffer) ([`apply_logged`](OffsetStore::apply_logged)) skips
@@ -30,6 +33,7 @@ use crate::{Error, Offset, Result};
 
 const OFFSET: u8 = b'o';
 const SEQ: u8 = b's';
+const WRITTEN: u8 = b't';
 
 /// Options for [`RocksDbStore::open_with`].
 #[derive(Debug, Clone, Default)]
@@ -187,6 +191,7 @@ impl RocksDbStore {
         let mut order: Vec<(usize, (&OffsetKey, &Option<Offset>))> =
             batch.entries.iter().enumerate().collect();
         order.sort_unstable_by(|a, b| a.1.0.id().cmp(b.1.0.id()));
+        let now = crate::expire::now_ms().to_le_bytes();
         for (i, (key, offset)) in order {
             if let Some(fault) = &self.fault {
                 fault.before_entry(batch, i)?;
@@ -201,8 +206,12 @@ impl RocksDbStore {
                     buf[..4].copy_from_slice(&key_len.to_le_bytes());
                     json::encode_value(offset, &mut buf);
                     wb.put(k, &buf);
+                    wb.put(prefixed(WRITTEN, key.id()), now);
                 }
-                None => wb.delete(k),
+                None => {
+                    wb.delete(k);
+                    wb.delete(prefixed(WRITTEN, key.id()));
+                }
             }
         }
         if batch.seq != 0 {
@@ -293,8 +302,12 @@ pub(crate) fn private_dir(path: &Path) -> Result<()> {
 }
 
 fn offset_key(id: &[u8]) -> Vec<u8> {
+    prefixed(OFFSET, id)
+}
+
+fn prefixed(tag: u8, id: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(1 + id.len());
-    k.push(OFFSET);
+    k.push(tag);
     k.extend_from_slice(id);
     k
 }
@@ -443,6 +456,23 @@ impl OffsetStore for RocksDbStore {
 
     fn durable(&self) -> bool {
         true
+    }
+
+    fn keeps_change_times(&self) -> bool {
+        true
+    }
+
+    fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> {
+        let raw: Vec<Vec<u8>> = keys.iter().map(|k| prefixed(WRITTEN, k.id())).collect();
+        self.db
+            .multi_get(&raw)
+            .into_iter()
+            .map(|r| {
+                let v = r.map_err(|e| err(&self.path, "read write times from", e))?;
+                Ok(v.and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
+                    .map(u64::from_le_bytes))
+            })
+            .collect()
     }
 }
 

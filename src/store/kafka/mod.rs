@@ -742,6 +742,17 @@ impl OffsetStore for KafkaStore {
         true
     }
 
+    /// Each record's timestamp, which the loader keeps for the current record of every key
+    /// anyway (and a warm start's snapshot with it): ours carry the time of the write.
+    fn keeps_change_times(&self) -> bool {
+        true
+    }
+
+    fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> {
+        let state = self.read_state()?;
+        Ok(keys.iter().map(|k| state.written_ms(k)).collect())
+    }
+
     fn atomic(&self) -> bool {
         self.settings.write_mode == WriteMode::Transaction
     }

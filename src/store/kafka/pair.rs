@@ -213,6 +213,22 @@ impl OffsetStore for KafkaPairStore {
     fn atomic(&self) -> bool {
         false
     }
+
+    fn keeps_change_times(&self) -> bool {
+        true
+    }
+
+    /// The connector topic's time of a partition it holds, else the worker topic's (as `get`).
+    fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> {
+        let primary = self.primary.get_many(keys)?;
+        let primary_times = self.primary.change_times(keys)?;
+        let fallback_times = self.fallback.change_times(keys)?;
+        Ok(primary
+            .into_iter()
+            .zip(primary_times.into_iter().zip(fallback_times))
+            .map(|(p, (pt, ft))| if p.is_some() { pt } else { ft })
+            .collect())
+    }
 }
 
 impl KafkaPairStore {

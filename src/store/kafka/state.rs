@@ -635,6 +635,13 @@ impl State {
         json::decode_value(entry.current().value).ok().flatten()
     }
 
+    /// The record timestamp of `key`'s current form: when its offset was last written (`None`
+    /// without an offset, or for a record without a timestamp).
+    pub(crate) fn written_ms(&self, key: &OffsetKey) -> Option<u64> {
+        let (_, entry) = self.entry(key)?;
+        u64::try_from(entry.current().stamp.timestamp).ok()
+    }
+
     pub(crate) fn partitions(&self, namespace: &str) -> Vec<(OffsetKey, Offset)> {
         let mut out: Vec<_> = self
             .namespaces
