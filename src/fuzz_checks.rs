@@ -772,7 +772,7 @@ pub fn url_and_config(data: &[u8]) {
 }
 
 /// Properties [`CommitBufferConfig::set`] knows: an error for one of them must not call it unknown.
-pub const CONFIG_PROPERTIES: [&str; 9] = [
+pub const CONFIG_PROPERTIES: [&str; 15] = [
     "offset.flush.interval.ms",
     "offset.flush.timeout.ms",
     "offsets.writer",
@@ -781,7 +781,13 @@ pub const CONFIG_PROPERTIES: [&str; 9] = [
     "offsets.when.full",
     "offsets.segment.bytes",
     "offsets.recovery",
+    "offsets.reset.policy",
     "offsets.dead.letter.file",
+    "offsets.once.id",
+    "offsets.once.file",
+    "offsets.expire.after",
+    "offsets.expire.interval",
+    "offsets.stall.after",
 ];
 
 /// `url_and_config`: [`open`] gives a store or an error with a message, never a panic, and so does

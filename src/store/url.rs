@@ -217,6 +217,10 @@ impl StoreUrl {
 /// ```
 pub fn open(raw: &str) -> Result<Box<dyn OffsetStore>> {
     let mut url = StoreUrl::parse(raw)?;
+    // The scheme first: an unknown one is the error to report, whatever its parameters say.
+    if !SCHEMES.contains(&url.scheme.as_str()) {
+        return Err(unknown_scheme(&url));
+    }
     let history = crate::history::HistoryConfig::take_from(&mut url)?;
     if history.is_some() && url.scheme == "kafka-group" {
         return Err(url.error(
@@ -243,10 +247,19 @@ fn open_backend(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
         "rocksdb" => open_rocksdb(url),
         "kafka" => open_kafka(url),
         "kafka-group" => open_kafka_group(url),
-        other => Err(url.error(format!(
-            "unknown scheme `{other}` (known: memory, rocksdb, kafka, kafka-group)"
-        ))),
+        _ => Err(unknown_scheme(url)),
     }
+}
+
+/// The schemes [`open`] knows.
+const SCHEMES: &[&str] = &["memory", "rocksdb", "kafka", "kafka-group"];
+
+fn unknown_scheme(url: &StoreUrl) -> Error {
+    url.error(format!(
+        "unknown scheme `{}` (known: {})",
+        url.scheme,
+        SCHEMES.join(", ")
+    ))
 }
 
 #[cfg(feature = "rocksdb")]
