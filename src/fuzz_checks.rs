@@ -550,10 +550,25 @@ pub fn connect_decode(data: &[u8]) {
 }
 
 fn check_key_bytes(bytes: &[u8]) {
+    let plain = crate::codec::scan::key(bytes);
     let key = match decode_key(bytes) {
         Ok(key) => key,
-        Err(e) => return assert!(!e.to_string().is_empty(), "empty error"),
+        Err(e) => {
+            assert!(
+                plain.is_none(),
+                "a key the decoder refuses ({e}) read as plain"
+            );
+            return assert!(!e.to_string().is_empty(), "empty error");
+        }
     };
+    if let Some((namespace, canonical)) = plain {
+        assert_eq!(namespace, key.namespace(), "a plain key's connector");
+        assert_eq!(
+            canonical,
+            &key.id()[4 + namespace.len()..],
+            "a plain key's canonical partition bytes"
+        );
+    }
     let mut encoded = Vec::new();
     encode_key(&key, &mut encoded);
     let again = decode_key(&encoded).unwrap_or_else(|e| {
@@ -572,6 +587,13 @@ fn check_key_bytes(bytes: &[u8]) {
 }
 
 fn check_value_bytes(bytes: &[u8]) {
+    if let Some(live) = crate::codec::scan::value(bytes) {
+        assert_eq!(
+            crate::codec::json::check_value(bytes).ok(),
+            Some(live),
+            "a plain value the full check reads otherwise"
+        );
+    }
     let offset = match decode_value(bytes) {
         Ok(Some(offset)) => offset,
         Ok(None) => return,

@@ -17,7 +17,7 @@ use super::config::Settings;
 use super::dead_letters::{DeadLetters, Verdict};
 use super::record::{Record, batch_headers, decode};
 use super::state::{Stamp, State};
-use crate::codec::json;
+use crate::codec::{json, scan};
 use crate::{Error, Result};
 
 /// Errors that pass by themselves (leadership moving, a broker restarting, a request timing out).
@@ -40,6 +40,9 @@ fn retriable(e: &KafkaError) -> bool {
         )
     )
 }
+
+/// The most keys a catch-up makes room for in advance (40 MB of table at most, given back after).
+const MAX_EXPECTED: usize = 1 << 21;
 
 /// How many times a read-to-end fetches the end offsets again before it settles for what it has
 /// (only a topic that is written without pause keeps moving).
@@ -230,8 +233,16 @@ impl Reader {
             self.read_at_ms = started;
             return Ok(0);
         }
+        // Offsets, not records: a compacted topic holds fewer, so the room asked for is capped.
+        let span: i64 = ends
+            .iter()
+            .zip(&self.next)
+            .map(|(e, n)| (e - n).max(0))
+            .sum();
+        state.expect((span as usize).min(MAX_EXPECTED));
         self.start()?;
         let result = self.catch_up_rounds(ends, state, dead, settings);
+        state.settle_room();
         let stopped = self.stop();
         let read = result?;
         stopped?;
@@ -278,12 +289,19 @@ impl Reader {
     ) -> Result<u64> {
         let failed = &std::sync::atomic::AtomicBool::new(false);
         let (tx, rx) = std::sync::mpsc::sync_channel::<Polled>(8);
+        let (give_back, back) = std::sync::mpsc::sync_channel::<Polled>(16);
+        let handoff = Handoff { tx, back };
         let partitions = self.partitions as usize;
         let (polled, applied) = std::thread::scope(|scope| {
-            let applier =
-                scope.spawn(move || apply_all(rx, partitions, state, dead, settings, failed));
-            let polled = self.poll_to(ends, &tx, failed, settings);
-            drop(tx);
+            // Named, so that a profile tells the two halves apart.
+            let applier = std::thread::Builder::new()
+                .name("offsets-load".into())
+                .spawn_scoped(scope, move || {
+                    apply_all(rx, give_back, partitions, state, dead, settings, failed)
+                })
+                .expect("a thread to apply the records read");
+            let polled = self.poll_to(ends, &handoff, failed, settings);
+            drop(handoff);
             let applied = applier
                 .join()
                 .unwrap_or_else(|p| std::panic::resume_unwind(p));
@@ -298,26 +316,26 @@ impl Reader {
         polled
     }
 
-    /// The polling half of [`read_to`](Reader::read_to): sends every record it reads to `tx`
-    /// (also when it fails), and stops early once `failed` says the applier refused one.
+    /// The polling half of [`read_to`](Reader::read_to): hands every record it reads to the
+    /// applier (also when it fails), and stops early once `failed` says the applier refused one.
     fn poll_to(
         &mut self,
         ends: &[i64],
-        tx: &std::sync::mpsc::SyncSender<Polled>,
+        handoff: &Handoff,
         failed: &std::sync::atomic::AtomicBool,
         settings: &Settings,
     ) -> Result<u64> {
         let mut batch = Polled::default();
-        let result = self.poll_into(ends, tx, &mut batch, failed, settings);
+        let result = self.poll_into(ends, handoff, &mut batch, failed, settings);
         // Polled records are counted in `next` already: they must reach the state.
-        let _ = tx.send(batch);
+        handoff.pass(&mut batch);
         result
     }
 
     fn poll_into(
         &mut self,
         ends: &[i64],
-        tx: &std::sync::mpsc::SyncSender<Polled>,
+        handoff: &Handoff,
         batch: &mut Polled,
         failed: &std::sync::atomic::AtomicBool,
         settings: &Settings,
@@ -338,7 +356,7 @@ impl Reader {
                     let o = msg.offset();
                     if msg.topic() == self.topic && (0..self.partitions).contains(&p) {
                         batch.push(&msg);
-                        if batch.recs.len() >= BATCH && tx.send(std::mem::take(batch)).is_err() {
+                        if batch.recs.len() >= BATCH && !handoff.pass(batch) {
                             break;
                         }
                         let pi = p as usize;
@@ -458,8 +476,9 @@ impl Reader {
     }
 }
 
-/// Records per batch handed from the polling thread to the applying one.
-const BATCH: usize = 1024;
+/// Records per batch handed from the polling thread to the applying one (a quarter of the
+/// hand-offs of 1,024, and their wake-ups, made a cold load of 1M records ~15% faster here).
+const BATCH: usize = 4096;
 
 /// One polled record, its bytes in its batch's buffer.
 struct PolledRecord {
@@ -470,6 +489,16 @@ struct PolledRecord {
     value: Option<std::ops::Range<usize>>,
     /// The `(writer, seq)` headers: the writer's bytes, and the seq.
     batch: Option<(std::ops::Range<usize>, u64)>,
+}
+
+impl PolledRecord {
+    fn stamp(&self) -> Stamp {
+        Stamp {
+            timestamp: self.timestamp,
+            partition: self.partition,
+            offset: self.offset,
+        }
+    }
 }
 
 /// Records on their way from the polling thread to the applying one, their bytes back to back in
@@ -504,11 +533,27 @@ impl Polled {
     }
 }
 
-/// The applying half of [`Reader::read_to`]: applies every record received, in order. After a
-/// refused record it sets `failed` and applies nothing more, and returns with the error the
-/// first offset not applied in each partition.
+/// The two channels between the polling thread and the applying one: full batches one way, their
+/// emptied buffers back (a fresh buffer a batch was a page fault and a cross-thread free each).
+struct Handoff {
+    tx: std::sync::mpsc::SyncSender<Polled>,
+    back: std::sync::mpsc::Receiver<Polled>,
+}
+
+impl Handoff {
+    /// Sends `batch` and leaves an empty buffer in its place; false once the applier is gone.
+    fn pass(&self, batch: &mut Polled) -> bool {
+        let empty = self.back.try_recv().unwrap_or_default();
+        self.tx.send(std::mem::replace(batch, empty)).is_ok()
+    }
+}
+
+/// The applying half of [`Reader::read_to`]: applies every record received, in order, and gives
+/// the emptied buffers back. After a refused record it sets `failed` and applies nothing more,
+/// and returns with the error the first offset not applied in each partition.
 fn apply_all(
     rx: std::sync::mpsc::Receiver<Polled>,
+    give_back: std::sync::mpsc::SyncSender<Polled>,
     partitions: usize,
     state: &mut State,
     dead: &DeadLetters,
@@ -516,7 +561,7 @@ fn apply_all(
     failed: &std::sync::atomic::AtomicBool,
 ) -> std::result::Result<(), (Error, Vec<i64>)> {
     let mut refused: Option<(Error, Vec<i64>)> = None;
-    for batch in rx {
+    for mut batch in rx {
         for rec in &batch.recs {
             if let Some((_, unapplied)) = &mut refused {
                 if let Some(first) = unapplied.get_mut(rec.partition as usize) {
@@ -531,6 +576,9 @@ fn apply_all(
                 refused = Some((e, unapplied));
             }
         }
+        batch.bytes.clear();
+        batch.recs.clear();
+        let _ = give_back.try_send(batch);
     }
     refused.map_or(Ok(()), Err)
 }
@@ -545,19 +593,24 @@ fn apply(
 ) -> Result<()> {
     let key = rec.key.clone().map(|r| &bytes[r]);
     let value = rec.value.clone().map(|r| &bytes[r]);
+    // Almost every record is plain: read in place, no key built (see `codec::scan`).
+    if let Some(raw) = key
+        && let Some((namespace, canonical)) = scan::key(raw)
+        && let Some(live) = value.map_or(Some(false), scan::value)
+    {
+        match (live, value) {
+            (true, Some(value)) => state.put_parts(raw, namespace, canonical, value, rec.stamp()),
+            _ => state.reset_parts(raw, namespace, canonical, rec.partition),
+        }
+        note_batch(bytes, rec, state);
+        return Ok(());
+    }
     match decode(key, value) {
         Ok(Record::Offset { key: k, live }) => {
             let raw = key.unwrap_or_default();
             match (live, value) {
-                (true, Some(value)) => {
-                    let stamp = Stamp {
-                        timestamp: rec.timestamp,
-                        partition: rec.partition,
-                        offset: rec.offset,
-                    };
-                    // Kept as the record holds it; decoded again only on lookup.
-                    state.put_raw(raw, &k, value, stamp)
-                }
+                // Kept as the record holds it; decoded again only on lookup.
+                (true, Some(value)) => state.put_raw(raw, &k, value, rec.stamp()),
                 _ => state.reset(raw, &k, rec.partition),
             }
         }
@@ -584,10 +637,15 @@ fn apply(
             return Ok(());
         }
     }
+    note_batch(bytes, rec, state);
+    Ok(())
+}
+
+/// Notes the `(writer, seq)` headers of an offset record.
+fn note_batch(bytes: &[u8], rec: &PolledRecord, state: &mut State) {
     if let Some((writer, seq)) = &rec.batch
         && let Ok(writer) = std::str::from_utf8(&bytes[writer.clone()])
     {
         state.note_seq(writer, *seq);
     }
-    Ok(())
 }

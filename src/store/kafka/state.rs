@@ -332,6 +332,21 @@ impl Keys {
         Ok(())
     }
 
+    fn reserve(&mut self, additional: usize) {
+        let hasher = &self.hasher;
+        self.own
+            .reserve(additional, |e| hasher.hash_one(e.view().canonical()));
+    }
+
+    /// Gives back room beyond twice the keys held (see [`State::settle_room`]).
+    fn shrink(&mut self) {
+        if self.own.capacity() > 2 * self.own.len().max(16) {
+            let hasher = &self.hasher;
+            self.own
+                .shrink_to(self.own.len(), |e| hasher.hash_one(e.view().canonical()));
+        }
+    }
+
     /// Replaces the entry of `entry`'s key (wherever it was) with `entry`.
     pub(crate) fn put(&mut self, base: &[u8], entry: Entry) {
         let canonical = entry.view().canonical();
@@ -491,6 +506,10 @@ pub(crate) struct State {
     /// The snapshot file this state was read from (empty after a cold load): the entries
     /// [`Keys`] index in it stay there.
     base: Vec<u8>,
+    /// Keys the next new namespace makes room for at once ([`State::expect`]).
+    expected: usize,
+    /// The writer and seq `note_seq` saw last: every record of a batch names the same.
+    last_seq: Option<(String, u64)>,
 }
 
 impl State {
@@ -512,15 +531,28 @@ impl State {
     /// [`put`](State::put) of a record whose offset JSON is `value` (a record as read: it is kept
     /// as it is, and decoded only on lookup).
     pub(crate) fn put_raw(&mut self, raw: &[u8], key: &OffsetKey, value: &[u8], stamp: Stamp) {
+        self.put_parts(raw, key.namespace(), canonical(key), value, stamp)
+    }
+
+    /// [`put_raw`](State::put_raw) of the key whose connector is `namespace` and whose canonical
+    /// partition bytes are `canonical` (a loader that never builds the [`OffsetKey`]).
+    pub(crate) fn put_parts(
+        &mut self,
+        raw: &[u8],
+        namespace: &str,
+        canonical: &[u8],
+        value: &[u8],
+        stamp: Stamp,
+    ) {
         let base = &self.base[..];
-        let ns = match self.namespaces.get_mut(key.namespace()) {
+        let ns = match self.namespaces.get_mut(namespace) {
             Some(ns) => ns,
-            None => self
-                .namespaces
-                .entry(key.namespace().to_owned())
-                .or_insert_with(|| Namespace::new(key.namespace())),
+            None => {
+                let mut ns = Namespace::new(namespace);
+                ns.keys.reserve(std::mem::take(&mut self.expected));
+                self.namespaces.entry(namespace.to_owned()).or_insert(ns)
+            }
         };
-        let canonical = canonical(key);
         let new = Form {
             stamp,
             raw: (!ns.is_canonical(raw, canonical)).then_some(raw),
@@ -553,11 +585,21 @@ impl State {
     /// A tombstone for the record key `raw` (of structural key `key`) in topic partition
     /// `partition`: that form is gone, the newest of the others (if any) is current.
     pub(crate) fn reset(&mut self, raw: &[u8], key: &OffsetKey, partition: i32) {
+        self.reset_parts(raw, key.namespace(), canonical(key), partition)
+    }
+
+    /// [`reset`](State::reset) of a key given as in [`put_parts`](State::put_parts).
+    pub(crate) fn reset_parts(
+        &mut self,
+        raw: &[u8],
+        namespace: &str,
+        canonical: &[u8],
+        partition: i32,
+    ) {
         let base = &self.base[..];
-        let Some(ns) = self.namespaces.get_mut(key.namespace()) else {
+        let Some(ns) = self.namespaces.get_mut(namespace) else {
             return;
         };
-        let canonical = canonical(key);
         let Some(old) = ns.keys.get(base, canonical) else {
             return;
         };
@@ -586,14 +628,40 @@ impl State {
             None => {
                 ns.keys.remove(base, canonical);
                 if ns.keys.is_empty() {
-                    self.namespaces.remove(key.namespace());
+                    self.namespaces.remove(namespace);
                 }
             }
         }
     }
 
+    /// A read of about `records` records begins: the first namespace it creates makes room for
+    /// them all (growing a table of a million keys step by step was 7% of a cold load), and
+    /// [`State::settle_room`] gives back what was not needed.
+    pub(crate) fn expect(&mut self, records: usize) {
+        self.expected = records;
+    }
+
+    /// Ends what [`State::expect`] began: a table more than twice as large as its keys (the
+    /// first of several connectors, or records that overwrote each other) shrinks.
+    pub(crate) fn settle_room(&mut self) {
+        self.expected = 0;
+        for ns in self.namespaces.values_mut() {
+            ns.keys.shrink();
+        }
+    }
+
     /// Batch `seq` of `writer` is in the topic.
     pub(crate) fn note_seq(&mut self, writer: &str, seq: u64) {
+        if let Some((w, s)) = &mut self.last_seq
+            && w == writer
+            && *s >= seq
+        {
+            return;
+        }
+        match &mut self.last_seq {
+            Some((w, s)) if w == writer => *s = seq,
+            last => *last = Some((writer.to_owned(), seq)),
+        }
         match self.seqs.get_mut(writer) {
             Some(s) => *s = (*s).max(seq),
             None => {
