@@ -1218,3 +1218,53 @@ impl tracing::Subscriber for Capture {
     fn enter(&self, _: &tracing::span::Id) {}
     fn exit(&self, _: &tracing::span::Id) {}
 }
+
+/// A writer's marker deleted by someone and compacted down to its tombstone: the reopen sees the
+/// tombstone, reads the topic again with every record's batch headers, and `applied_seq` still
+/// names the writer's last batch (a too-low one would let recovery replay it over newer values).
+#[test]
+fn a_deleted_marker_is_made_up_for_by_the_batch_headers() {
+    use rdkafka::message::{Header, OwnedHeaders};
+    use rdkafka::producer::{BaseRecord, Producer};
+    let topic = TopicGuard::new("deleted-marker");
+    drop(KafkaStore::open(&url(&topic, 3, "")).expect("create the topic"));
+    let producer = plain_producer();
+    let records = [(key("c", 1), 5), (key("c", 2), 7), (key("c", 3), 6)];
+    for (k, seq) in &records {
+        let seq = seq.to_string();
+        let headers = OwnedHeaders::new()
+            .insert(Header {
+                key: WRITER_HEADER,
+                value: Some("w"),
+            })
+            .insert(Header {
+                key: SEQ_HEADER,
+                value: Some(seq.as_str()),
+            });
+        let key_bytes = k.connect_key();
+        let value = br#"{"position":1}"#;
+        producer
+            .send(
+                BaseRecord::<[u8], [u8]>::to(&topic)
+                    .key(&key_bytes[..])
+                    .payload(&value[..])
+                    .headers(headers),
+            )
+            .map_err(|(e, _)| e)
+            .expect("send");
+    }
+    producer.flush(Duration::from_secs(30)).expect("flush");
+    let marker = marker_key("w");
+    produce_plain(&topic, &[(None, Some(&marker), None)]);
+    let reopened = KafkaStore::open(&url(&topic, 3, "")).expect("reopen");
+    assert_eq!(reopened.applied_seq("w").unwrap(), 7, "the highest header");
+    assert_eq!(reopened.partitions("c").unwrap().len(), 3);
+    // A topic whose markers are intact is read without the headers: they add nothing there.
+    let plain = TopicGuard::new("kept-marker");
+    let store = KafkaStore::open(&url(&plain, 3, "")).expect("open");
+    store
+        .apply(&Batch::new("w", 4, [(key("c", 1), Some(pos(1)))]))
+        .expect("apply");
+    let reopened = KafkaStore::open(&url(&plain, 3, "")).expect("reopen");
+    assert_eq!(reopened.applied_seq("w").unwrap(), 4, "from the marker");
+}

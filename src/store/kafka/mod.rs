@@ -28,8 +28,8 @@
 //! `connect-offsets-seq`, and the batch also writes one **marker record** of its own:
 //! key `{"connect-offsets-writer":"<writer>"}`, value `{"seq":N}`, on the partition murmur2 gives
 //! that key (in `write.mode=idempotent`, a batch whose records share one partition puts it there).
-//! On load, `applied_seq(writer)` is the maximum over the markers and the headers of every
-//! surviving record.
+//! On load, `applied_seq(writer)` is the maximum over the markers; the headers are read too once
+//! a marker was deleted (below).
 //!
 //! Why the headers alone would not do: compaction keeps only the latest record per key. A header can
 //! only make `applied_seq` *too low*, never too high (each header names a batch that committed, since
@@ -41,7 +41,11 @@
 //! is never a tombstone, and a later marker of the same writer has a higher seq, so compaction keeps
 //! the marker of the writer's latest batch (in each partition that holds one: the maximum is it). It is written in the same transaction as the
 //! batch, so it is visible exactly when the batch is. The headers stay as per-record provenance
-//! (which batch wrote this record) and as a second witness.
+//! (which batch wrote this record) and as a second witness for a marker someone deleted: a load
+//! that meets a marker's tombstone reads the topic again with every record's headers (and keeps
+//! reading them). Parsing them on every load was a quarter of a cold load's CPU, for a case
+//! only a hand-written tombstone makes; once compaction has removed that tombstone too
+//! (`delete.retention.ms` after it), nothing tells the deletion apart and the headers are not read.
 //!
 //! Kafka Connect tolerates the marker: its reader stores every record's raw bytes and only decodes keys
 //! to track a connector's partitions (`OffsetUtils.processPartitionKey`), which logs "Ignoring offset

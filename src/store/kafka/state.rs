@@ -140,31 +140,36 @@ fn parse_form<'a>(b: &'a [u8], at: &mut usize) -> Option<Form<'a>> {
 
 impl Entry {
     fn build(canonical: &[u8], current: &Form<'_>, shadowed: &[Form<'_>]) -> Entry {
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        // Built in a reused buffer and copied once: growing (or shrinking) the entry's own
+        // allocation to its size was a realloc a key.
+        SCRATCH.with_borrow_mut(|b| {
+            b.clear();
+            Self::encode(canonical, current, shadowed, b);
+            Entry(Box::from(&b[..]))
+        })
+    }
+
+    fn encode(canonical: &[u8], current: &Form<'_>, shadowed: &[Form<'_>], b: &mut Vec<u8>) {
         let forms = std::iter::once(current).chain(shadowed);
-        let size = 4
-            + canonical.len()
-            + forms
-                .clone()
-                .map(|f| 40 + f.raw.map_or(0, <[u8]>::len) + f.value.len())
-                .sum::<usize>();
-        let mut b = Vec::with_capacity(size);
         b.extend_from_slice(&(canonical.len() as u32).to_le_bytes());
         b.extend_from_slice(canonical);
         for f in forms {
-            put_varint(zigzag(f.stamp.timestamp), &mut b);
-            put_varint(zigzag(i64::from(f.stamp.partition)), &mut b);
-            put_varint(zigzag(f.stamp.offset), &mut b);
+            put_varint(zigzag(f.stamp.timestamp), b);
+            put_varint(zigzag(i64::from(f.stamp.partition)), b);
+            put_varint(zigzag(f.stamp.offset), b);
             match f.raw {
                 None => b.push(0),
                 Some(raw) => {
-                    put_varint(raw.len() as u64 + 1, &mut b);
+                    put_varint(raw.len() as u64 + 1, b);
                     b.extend_from_slice(raw);
                 }
             }
-            put_varint(f.value.len() as u64, &mut b);
+            put_varint(f.value.len() as u64, b);
             b.extend_from_slice(f.value);
         }
-        Entry(b.into_boxed_slice())
     }
 
     /// An entry from its bytes (as [`View::bytes`] gives them), or `None` when they are not
@@ -347,6 +352,46 @@ impl Keys {
         }
     }
 
+    /// Sets the entry of `canonical` to what `build` makes of the current one (`None`: no entry),
+    /// with one probe of the table: a cold load inserts every key once, and the table is too
+    /// large for the cache.
+    fn upsert(
+        &mut self,
+        base: &[u8],
+        canonical: &[u8],
+        build: impl FnOnce(Option<View<'_>>) -> Entry,
+    ) {
+        let h = self.hash(canonical);
+        let hasher = &self.hasher;
+        match self.own.entry(
+            h,
+            |e| e.view().canonical() == canonical,
+            |e| hasher.hash_one(e.view().canonical()),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(mut o) => {
+                let entry = build(Some(o.get().view()));
+                *o.get_mut() = entry;
+            }
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                let found = if self.base.is_empty() {
+                    None
+                } else {
+                    self.base
+                        .find_entry(h, |&at| based(base, at).canonical() == canonical)
+                        .ok()
+                };
+                let entry = match found {
+                    Some(o) => {
+                        let (at, _) = o.remove();
+                        build(Some(based(base, at)))
+                    }
+                    None => build(None),
+                };
+                v.insert(entry);
+            }
+        }
+    }
+
     /// Replaces the entry of `entry`'s key (wherever it was) with `entry`.
     pub(crate) fn put(&mut self, base: &[u8], entry: Entry) {
         let canonical = entry.view().canonical();
@@ -441,13 +486,7 @@ impl Namespace {
 
     /// Whether `raw` is the canonical spelling of a key whose canonical partition is `canonical`.
     fn is_canonical(&self, raw: &[u8], canonical: &[u8]) -> bool {
-        let n = self.json.len();
-        raw.len() == n + canonical.len() + 3
-            && raw[0] == b'['
-            && raw[1..1 + n] == self.json[..]
-            && raw[1 + n] == b','
-            && raw[2 + n..raw.len() - 1] == *canonical
-            && raw[raw.len() - 1] == b']'
+        NameJson(&self.json).is_canonical(raw, canonical)
     }
 
     /// The record key bytes of `form` of the key `canonical`.
@@ -468,17 +507,38 @@ impl Namespace {
 
     /// Whether `form` of the key `canonical` is the record key `raw` in topic partition `partition`.
     fn is(&self, form: &Form<'_>, canonical: &[u8], raw: &[u8], partition: i32) -> bool {
-        form.stamp.partition == partition
-            && match form.raw {
-                Some(r) => r == raw,
-                None => self.is_canonical(raw, canonical),
-            }
+        NameJson(&self.json).is(form, canonical, raw, partition)
     }
 
     /// The key as `form`'s record decodes (its member order). Every form's key decoded once
     /// already, when it was stored.
     fn key(&self, form: &Form<'_>, canonical: &[u8]) -> Option<OffsetKey> {
         json::decode_key(&self.raw(form, canonical)).ok()
+    }
+}
+
+/// A namespace's name as a JSON string: all that telling a record key's forms apart needs (borrowed
+/// apart from the namespace's keys, which change meanwhile).
+#[derive(Clone, Copy)]
+struct NameJson<'a>(&'a [u8]);
+
+impl NameJson<'_> {
+    fn is_canonical(self, raw: &[u8], canonical: &[u8]) -> bool {
+        let n = self.0.len();
+        raw.len() == n + canonical.len() + 3
+            && raw[0] == b'['
+            && raw[1..1 + n] == *self.0
+            && raw[1 + n] == b','
+            && raw[2 + n..raw.len() - 1] == *canonical
+            && raw[raw.len() - 1] == b']'
+    }
+
+    fn is(self, form: &Form<'_>, canonical: &[u8], raw: &[u8], partition: i32) -> bool {
+        form.stamp.partition == partition
+            && match form.raw {
+                Some(r) => r == raw,
+                None => self.is_canonical(raw, canonical),
+            }
     }
 }
 
@@ -510,6 +570,8 @@ pub(crate) struct State {
     expected: usize,
     /// The writer and seq `note_seq` saw last: every record of a batch names the same.
     last_seq: Option<(String, u64)>,
+    /// A writer's marker was read as a tombstone since [`State::take_deleted_marker`] last asked.
+    deleted_marker: bool,
 }
 
 impl State {
@@ -559,17 +621,18 @@ impl State {
             value,
         };
         let partition = stamp.partition;
-        let entry = match ns.keys.get(base, canonical) {
+        let name = NameJson(&ns.json);
+        ns.keys.upsert(base, canonical, |old| match old {
             None => Entry::build(canonical, &new, &[]),
             Some(old) => {
                 let mut forms = old.forms();
                 let mut current = forms.next().expect("an entry has a form");
                 let mut shadowed: Vec<Form<'_>> = forms.collect();
-                if ns.is(&current, canonical, raw, partition) {
+                if name.is(&current, canonical, raw, partition) {
                     current = new;
                 } else if let Some(f) = shadowed
                     .iter_mut()
-                    .find(|f| ns.is(f, canonical, raw, partition))
+                    .find(|f| name.is(f, canonical, raw, partition))
                 {
                     *f = new;
                 } else {
@@ -578,8 +641,7 @@ impl State {
                 settle(&mut current, &mut shadowed);
                 Entry::build(canonical, &current, &shadowed)
             }
-        };
-        ns.keys.put(base, entry);
+        });
     }
 
     /// A tombstone for the record key `raw` (of structural key `key`) in topic partition
@@ -648,6 +710,16 @@ impl State {
         for ns in self.namespaces.values_mut() {
             ns.keys.shrink();
         }
+    }
+
+    /// A writer's marker record was deleted (read as a tombstone).
+    pub(crate) fn note_deleted_marker(&mut self) {
+        self.deleted_marker = true;
+    }
+
+    /// Whether a marker was deleted since the last call.
+    pub(crate) fn take_deleted_marker(&mut self) -> bool {
+        std::mem::take(&mut self.deleted_marker)
     }
 
     /// Batch `seq` of `writer` is in the topic.
