@@ -518,6 +518,33 @@ struct PolledRecord {
     value: Option<std::ops::Range<usize>>,
     /// The `(writer, seq)` headers: the writer's bytes, and the seq.
     batch: Option<(std::ops::Range<usize>, u64)>,
+    /// A plain record, read by the polling thread while its bytes are in that core's cache.
+    plain: Option<Plain>,
+}
+
+/// What [`scan`] read of a plain record: where its connector name and canonical partition are
+/// in the key's bytes, and whether it holds an offset (else it resets).
+struct Plain {
+    namespace: std::ops::Range<usize>,
+    canonical: std::ops::Range<usize>,
+    live: bool,
+}
+
+impl Plain {
+    fn read(key: Option<&[u8]>, value: Option<&[u8]>) -> Option<Plain> {
+        let key = key?;
+        let (namespace, canonical) = scan::key(key)?;
+        let live = value.map_or(Some(false), scan::value)?;
+        let within = |part: &[u8]| {
+            let at = part.as_ptr() as usize - key.as_ptr() as usize;
+            at..at + part.len()
+        };
+        Some(Plain {
+            namespace: within(namespace.as_bytes()),
+            canonical: within(canonical),
+            live,
+        })
+    }
 }
 
 impl PolledRecord {
@@ -545,6 +572,7 @@ impl Polled {
             self.bytes.extend_from_slice(b);
             at..self.bytes.len()
         };
+        let plain = Plain::read(msg.key(), msg.payload());
         let key = msg.key().map(&mut copy);
         let value = msg.payload().map(&mut copy);
         let batch = headers
@@ -559,6 +587,7 @@ impl Polled {
             key,
             value,
             batch,
+            plain,
         });
     }
 }
@@ -624,11 +653,11 @@ fn apply(
     let key = rec.key.clone().map(|r| &bytes[r]);
     let value = rec.value.clone().map(|r| &bytes[r]);
     // Almost every record is plain: read in place, no key built (see `codec::scan`).
-    if let Some(raw) = key
-        && let Some((namespace, canonical)) = scan::key(raw)
-        && let Some(live) = value.map_or(Some(false), scan::value)
+    if let (Some(raw), Some(plain)) = (key, &rec.plain)
+        && let Ok(namespace) = std::str::from_utf8(&raw[plain.namespace.clone()])
     {
-        match (live, value) {
+        let canonical = &raw[plain.canonical.clone()];
+        match (plain.live, value) {
             (true, Some(value)) => state.put_parts(raw, namespace, canonical, value, rec.stamp()),
             _ => state.reset_parts(raw, namespace, canonical, rec.partition),
         }
