@@ -135,12 +135,17 @@ pub fn encode_str(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
     let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, ch) in s.char_indices() {
-        let c = ch as u32;
-        let plain = c >= 0x20 && c != u32::from(b'"') && c != u32::from(b'\\') && c <= 0xFFFF;
-        if plain {
+    // By bytes: what needs escaping is ASCII or a character past U+FFFF, whose UTF-8 is the only
+    // kind to start with a byte of 0xF0 or more; the characters in between are copied as they are.
+    for (i, &b) in bytes.iter().enumerate() {
+        if b >= 0x20 && b != b'"' && b != b'\\' && b < 0xF0 {
             continue;
         }
+        let ch = s[i..]
+            .chars()
+            .next()
+            .expect("a character starts at a byte that is not a continuation");
+        let c = ch as u32;
         out.extend_from_slice(&bytes[start..i]);
         start = i + ch.len_utf8();
         match ch {
@@ -757,6 +762,33 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "\"a\\\"b\\\\c\\b\\t\\n\\f\\r\\u0001\\u001F\u{7f}/é\u{2028}\\uD83D\\uDE00\""
         );
+    }
+
+    proptest::proptest! {
+        /// The byte scan escapes exactly what a character-by-character one does.
+        #[test]
+        fn string_escapes_match_a_scan_by_characters(s in "(\\PC|[\u{0}-\u{1f}\"\\\\]){0,40}") {
+            let mut want = vec![b'"'];
+            for ch in s.chars() {
+                match ch {
+                    '"' | '\\' | '\u{8}' | '\t' | '\n' | '\u{c}' | '\r' => {
+                        let mut one = Vec::new();
+                        encode_str(ch.encode_utf8(&mut [0; 4]), &mut one);
+                        want.extend_from_slice(&one[1..one.len() - 1]);
+                    }
+                    _ if (ch as u32) < 0x20 || (ch as u32) > 0xFFFF => {
+                        for unit in ch.encode_utf16(&mut [0; 2]) {
+                            push_u_escape(*unit, &mut want);
+                        }
+                    }
+                    _ => want.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes()),
+                }
+            }
+            want.push(b'"');
+            let mut got = Vec::new();
+            encode_str(&s, &mut got);
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 
     #[test]
