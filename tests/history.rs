@@ -900,11 +900,11 @@ impl OffsetStore for CountedReads {
     }
 }
 
-/// A connector's whole history as (partition, writer, seq, from, to), times left out.
-fn moves_of(
-    store: &dyn OffsetStore,
-    connector: &str,
-) -> Vec<(OffsetKey, String, u64, Option<Offset>, Option<Offset>)> {
+/// One change as (partition, writer, seq, from, to): its time left out.
+type Move = (OffsetKey, String, u64, Option<Offset>, Option<Offset>);
+
+/// A connector's whole history, times left out.
+fn moves_of(store: &dyn OffsetStore, connector: &str) -> Vec<Move> {
     history::read(store, connector)
         .unwrap()
         .changes
@@ -921,7 +921,8 @@ fn moves_of(
 #[test]
 fn remembered_offsets_record_what_reading_them_records() {
     let dir = tempfile::tempdir().unwrap();
-    let stores: Vec<(&str, Box<dyn Fn() -> Box<dyn OffsetStore>>)> = vec![
+    type Open = Box<dyn Fn() -> Box<dyn OffsetStore>>;
+    let stores: Vec<(&str, Open)> = vec![
         ("memory", Box::new(|| Box::new(MemoryStore::new()))),
         (
             "rocksdb",
