@@ -222,7 +222,7 @@ impl HistoryStore {
             }
         }
         // In key order, which is by connector first: one run of changes per connector.
-        changes.sort_by(|a, b| a.0.cmp(b.0));
+        changes.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let at_us = time::now_us().max(index.last_at + 1);
         let mut entries: Vec<BatchEntry> = Vec::new();
         let mut added = Vec::new();
