@@ -829,3 +829,205 @@ fn a_failed_apply_leaves_no_history_and_its_retry_records_once() {
         vec![row("a", 1, None, pos(1)), row("b", 1, None, pos(1))]
     );
 }
+
+/// A real store, counting the reads made of it; a sole writer only if `sole` and the store is one.
+#[derive(Debug)]
+struct CountedReads {
+    inner: Box<dyn OffsetStore>,
+    sole: bool,
+    reads: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl CountedReads {
+    fn new(inner: impl OffsetStore + 'static, sole: bool) -> Self {
+        CountedReads {
+            inner: Box::new(inner),
+            sole,
+            reads: Arc::default(),
+        }
+    }
+    fn count(&self, n: usize) {
+        self.reads.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl OffsetStore for CountedReads {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+    fn apply(&self, batch: &Batch) -> connect_offsets::Result<()> {
+        self.inner.apply(batch)
+    }
+    fn apply_logged(&self, batch: &Batch) -> connect_offsets::Result<()> {
+        self.inner.apply_logged(batch)
+    }
+    fn apply_extended(
+        &self,
+        batch: &Batch,
+        extra: &[connect_offsets::store::BatchEntry],
+        logged: bool,
+    ) -> connect_offsets::Result<()> {
+        self.inner.apply_extended(batch, extra, logged)
+    }
+    fn applied_seq(&self, writer: &str) -> connect_offsets::Result<u64> {
+        self.inner.applied_seq(writer)
+    }
+    fn writers(&self) -> connect_offsets::Result<Vec<(String, u64)>> {
+        self.inner.writers()
+    }
+    fn get(&self, key: &OffsetKey) -> connect_offsets::Result<Option<Offset>> {
+        self.count(1);
+        self.inner.get(key)
+    }
+    fn get_many(&self, keys: &[OffsetKey]) -> connect_offsets::Result<Vec<Option<Offset>>> {
+        self.count(keys.len());
+        self.inner.get_many(keys)
+    }
+    fn partitions(&self, namespace: &str) -> connect_offsets::Result<Vec<(OffsetKey, Offset)>> {
+        self.inner.partitions(namespace)
+    }
+    fn namespaces(&self) -> connect_offsets::Result<Vec<String>> {
+        self.inner.namespaces()
+    }
+    fn persist(&self) -> connect_offsets::Result<()> {
+        self.inner.persist()
+    }
+    fn durable(&self) -> bool {
+        self.inner.durable()
+    }
+    fn sole_writer(&self) -> bool {
+        self.sole && self.inner.sole_writer()
+    }
+}
+
+/// One change as (partition, writer, seq, from, to): its time left out.
+type Move = (OffsetKey, String, u64, Option<Offset>, Option<Offset>);
+
+/// A connector's whole history, times left out.
+fn moves_of(store: &dyn OffsetStore, connector: &str) -> Vec<Move> {
+    history::read(store, connector)
+        .unwrap()
+        .changes
+        .into_iter()
+        .map(|c| (c.key, c.writer, c.seq, c.from, c.to))
+        .collect()
+}
+
+/// A store nothing else writes (memory, RocksDB) is not read for the "before" of a partition the
+/// recorder already knows, and what it records is what a recorder reading every batch records:
+/// the same moves over two connectors, repeated offsets (no move), resets, offsets set again, a
+/// tool's write, a replayed batch and a rewind. (Remembering nothing new after a batch, or
+/// remembering a batch the store refused, makes the histories differ.)
+#[test]
+fn remembered_offsets_record_what_reading_them_records() {
+    let dir = tempfile::tempdir().unwrap();
+    type Open = Box<dyn Fn() -> Box<dyn OffsetStore>>;
+    let stores: Vec<(&str, Open)> = vec![
+        ("memory", Box::new(|| Box::new(MemoryStore::new()))),
+        (
+            "rocksdb",
+            Box::new({
+                let dir = dir.path().to_path_buf();
+                let n = std::sync::atomic::AtomicUsize::new(0);
+                move || {
+                    let i = n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    Box::new(RocksDbStore::open(dir.join(format!("db{i}"))).unwrap())
+                }
+            }),
+        ),
+    ];
+    for (kind, open) in stores {
+        let remembering = CountedReads::new(open(), true);
+        let reading = CountedReads::new(open(), false);
+        let (remembered_reads, read_reads) = (remembering.reads.clone(), reading.reads.clone());
+        let a = with_history(remembering, week());
+        let b = with_history(reading, week());
+        let other = |t: &str| OffsetKey::new("other-source", Partition::new().with("table", t));
+        // A fixed xorshift: the same workload for both, with values from a small range so that
+        // offsets repeat.
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut batches = Vec::new();
+        for seq in 1..=60u64 {
+            let mut entries = Vec::new();
+            for _ in 0..=next(4) {
+                let t = format!("t{}", next(6));
+                let k = if next(3) == 0 { other(&t) } else { key(&t) };
+                let v = if next(5) == 0 {
+                    None
+                } else {
+                    pos(next(4) as i64)
+                };
+                entries.push((k, v));
+            }
+            batches.push(Batch::new("w", seq, entries));
+        }
+        for (i, batch) in batches.iter().enumerate() {
+            for store in [&a, &b] {
+                store.apply(batch).unwrap();
+                if i == 20 {
+                    // A replay of an earlier batch, and a tool's write.
+                    store.apply(&batches[5]).unwrap();
+                    store.set(key("t1"), Offset::new().with("lsn", 99)).unwrap();
+                }
+                if i == 40 {
+                    let now = time::now_us();
+                    let to = history::read(store, C).unwrap().changes[3].at_us;
+                    let plan = history::plan_rewind(store, C, RewindTo::Time(to), None, now);
+                    store.write(plan.unwrap().entries()).unwrap();
+                }
+            }
+        }
+        for connector in [C, "other-source"] {
+            let (ma, mb) = (moves_of(&a, connector), moves_of(&b, connector));
+            assert!(ma.len() > 20, "{kind}: {ma:?}");
+            // The rewind's moves are planned from each store's own history: the same only if
+            // the histories before it were.
+            assert_eq!(ma, mb, "{kind} {connector}");
+        }
+        assert_eq!(state(&a), state(&b), "{kind}");
+        let remembered = remembered_reads.load(std::sync::atomic::Ordering::SeqCst);
+        let read = read_reads.load(std::sync::atomic::Ordering::SeqCst);
+        // The remembering recorder reads each of the 12 partitions once (rewind planning reads
+        // through `partitions`, which is not counted).
+        assert!(remembered <= 12, "{kind}: {remembered} reads");
+        assert!(read > 60, "{kind}: {read} reads");
+    }
+}
+
+#[derive(Debug)]
+struct NoFault;
+
+impl connect_offsets::store::ApplyFault for NoFault {
+    fn before_entry(&self, _: &Batch, _: usize) -> connect_offsets::Result<()> {
+        Ok(())
+    }
+    fn before_commit(&self, _: &Batch) -> connect_offsets::Result<()> {
+        Ok(())
+    }
+}
+
+/// A memory store that another handle shares (and writes) is read again at every batch: the
+/// "before" of a move is what the store held, not what the recorder last wrote.
+#[test]
+fn a_store_another_handle_writes_is_read_again() {
+    let data = MemoryStore::new();
+    let store = with_history(data.shared_with_fault(Arc::new(NoFault)), week());
+    store
+        .apply(&Batch::new("w", 1, vec![(key("a"), pos(1))]))
+        .unwrap();
+    data.apply(&Batch::new("", 0, vec![(key("a"), pos(5))]))
+        .unwrap();
+    store
+        .apply(&Batch::new("w", 2, vec![(key("a"), pos(6))]))
+        .unwrap();
+    assert_eq!(
+        rows(&store),
+        vec![row("a", 1, None, pos(1)), row("a", 2, pos(5), pos(6))]
+    );
+}

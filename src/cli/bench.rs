@@ -69,6 +69,8 @@ struct Outcome {
     max: Duration,
     open: Duration,
     reopen: Duration,
+    /// The process's CPU time (user and system) during the run, where the system tells it.
+    cpu: Option<Duration>,
     lookups: Option<Lookups>,
 }
 
@@ -171,6 +173,7 @@ fn run_one(args: &BenchArgs, url: &str) -> Result<Outcome> {
     );
     bar.set_message(kind);
     let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let cpu_before = process_cpu();
     let started = Instant::now();
     let per_thread = limit.map(|n| n.div_ceil(args.committers));
     let threads: Vec<_> = (0..args.committers)
@@ -223,6 +226,9 @@ fn run_one(args: &BenchArgs, url: &str) -> Result<Outcome> {
         latencies.extend(lat);
     }
     let elapsed = started.elapsed();
+    let cpu = process_cpu()
+        .zip(cpu_before)
+        .map(|(after, before)| after.saturating_sub(before));
     bar.finish_and_clear();
     let stats = buffer.stats();
     buffer.close()?;
@@ -264,8 +270,30 @@ fn run_one(args: &BenchArgs, url: &str) -> Result<Outcome> {
         max: latencies.last().copied().unwrap_or_default(),
         open,
         reopen,
+        cpu,
         lookups,
     })
+}
+
+/// This process's CPU time so far, user and system, from `/proc/self/stat` (in Linux's fixed
+/// 100 ticks a second): on a shared machine, what a run costs when its wall time is not telling.
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name (which may hold spaces), from the third: utime is the 14th.
+    let fields: Vec<&str> = stat
+        .get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    Some(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
+}
+
+/// CPU microseconds per offset of the run, `-` where unknown.
+fn cpu_per_offset(o: &Outcome) -> String {
+    match o.cpu {
+        Some(cpu) if o.offsets > 0 => format!("{:.3}", cpu.as_secs_f64() * 1e6 / o.offsets as f64),
+        _ => "-".into(),
+    }
 }
 
 /// `count` lookups of keys drawn at random (a fixed-seed xorshift: the same keys every run) from
@@ -340,6 +368,7 @@ fn print_table(args: &BenchArgs, outs: &[Outcome]) {
             "seconds",
             Box::new(|o: &Outcome| format!("{:.2}", o.elapsed.as_secs_f64())),
         ),
+        ("cpu µs/offset", Box::new(cpu_per_offset)),
         ("open ms", Box::new(|o: &Outcome| ms(o.open))),
         ("reopen ms", Box::new(|o: &Outcome| ms(o.reopen))),
     ];
@@ -383,7 +412,7 @@ fn to_json(args: &BenchArgs, outs: &[Outcome]) -> String {
             format!(
                 "{{\"store\":\"{}\",\"url\":{},\"offsets\":{},\"commits\":{},\"log_batches\":{},\"log_syncs\":{},\"seconds\":{:.6},\
                  \"offsets_per_sec\":{:.1},\"commits_per_sec\":{:.1},\"commit_p50_ms\":{},\"commit_p99_ms\":{},\"commit_max_ms\":{},\
-                 \"open_ms\":{},\"reopen_ms\":{}{}}}",
+                 \"cpu_us_per_offset\":{},\"open_ms\":{},\"reopen_ms\":{}{}}}",
                 o.kind,
                 String::from_utf8_lossy(&url),
                 o.offsets,
@@ -396,6 +425,10 @@ fn to_json(args: &BenchArgs, outs: &[Outcome]) -> String {
                 ms(o.p50),
                 ms(o.p99),
                 ms(o.max),
+                match cpu_per_offset(o).as_str() {
+                    "-" => "null".to_string(),
+                    n => n.to_string(),
+                },
                 ms(o.open),
                 ms(o.reopen),
                 o.lookups.as_ref().map_or(String::new(), |l| format!(

@@ -86,10 +86,7 @@ fn encode_value_item(value: &Value, out: &mut Vec<u8>) {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Int(i) => {
-            use std::io::Write as _;
-            let _ = write!(out, "{i}");
-        }
+        Value::Int(i) => push_int(*i, out),
         Value::Float(f) if f.is_finite() => java_double(*f, out),
         Value::Float(f) => {
             out.push(b'"');
@@ -103,6 +100,25 @@ fn encode_value_item(value: &Value, out: &mut Vec<u8>) {
             out.push(b'"');
         }
     }
+}
+
+/// Appends `i` in decimal: by hand, since `write!` through `fmt` was a tenth of encoding an offset.
+fn push_int(i: i64, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 20];
+    let mut n = i.unsigned_abs();
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if i < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// Jackson's spelling of a non-finite double.
@@ -135,12 +151,17 @@ pub fn encode_str(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
     let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, ch) in s.char_indices() {
-        let c = ch as u32;
-        let plain = c >= 0x20 && c != u32::from(b'"') && c != u32::from(b'\\') && c <= 0xFFFF;
-        if plain {
+    // By bytes: what needs escaping is ASCII or a character past U+FFFF, whose UTF-8 is the only
+    // kind to start with a byte of 0xF0 or more; the characters in between are copied as they are.
+    for (i, &b) in bytes.iter().enumerate() {
+        if b >= 0x20 && b != b'"' && b != b'\\' && b < 0xF0 {
             continue;
         }
+        let ch = s[i..]
+            .chars()
+            .next()
+            .expect("a character starts at a byte that is not a continuation");
+        let c = ch as u32;
         out.extend_from_slice(&bytes[start..i]);
         start = i + ch.len_utf8();
         match ch {
@@ -747,6 +768,15 @@ mod tests {
     }
 
     #[test]
+    fn integer_bounds() {
+        for i in [0, -1, 9, 10, -10, i64::MAX, i64::MIN] {
+            let mut out = Vec::new();
+            push_int(i, &mut out);
+            assert_eq!(String::from_utf8(out).unwrap(), i.to_string());
+        }
+    }
+
+    #[test]
     fn string_escapes() {
         let mut out = Vec::new();
         encode_str(
@@ -757,6 +787,40 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "\"a\\\"b\\\\c\\b\\t\\n\\f\\r\\u0001\\u001F\u{7f}/é\u{2028}\\uD83D\\uDE00\""
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn integers_are_spelled_as_rust_and_java_spell_them(i in proptest::prelude::any::<i64>()) {
+            let mut out = Vec::new();
+            push_int(i, &mut out);
+            proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), i.to_string());
+        }
+
+        /// The byte scan escapes exactly what a character-by-character one does.
+        #[test]
+        fn string_escapes_match_a_scan_by_characters(s in "(\\PC|[\u{0}-\u{1f}\"\\\\]){0,40}") {
+            let mut want = vec![b'"'];
+            for ch in s.chars() {
+                match ch {
+                    '"' | '\\' | '\u{8}' | '\t' | '\n' | '\u{c}' | '\r' => {
+                        let mut one = Vec::new();
+                        encode_str(ch.encode_utf8(&mut [0; 4]), &mut one);
+                        want.extend_from_slice(&one[1..one.len() - 1]);
+                    }
+                    _ if (ch as u32) < 0x20 || (ch as u32) > 0xFFFF => {
+                        for unit in ch.encode_utf16(&mut [0; 2]) {
+                            push_u_escape(*unit, &mut want);
+                        }
+                    }
+                    _ => want.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes()),
+                }
+            }
+            want.push(b'"');
+            let mut got = Vec::new();
+            encode_str(&s, &mut got);
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 
     #[test]

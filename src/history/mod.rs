@@ -24,6 +24,7 @@ use crate::model::OffsetKey;
 use crate::store::{OffsetStore, StoreUrl};
 use crate::{Error, Offset, Result};
 
+mod known;
 pub mod record;
 mod rewind;
 mod store;

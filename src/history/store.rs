@@ -3,13 +3,13 @@
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
 
-use indexmap::IndexMap;
-
+use super::known::Known;
 use super::record::{self, CHANGES_PER_RECORD, Staged};
 use super::{HISTORY_NAMESPACE, HistoryConfig, time};
+use crate::codec::json;
 use crate::is_reserved_namespace as is_reserved;
 use crate::model::{Batch, OffsetKey};
-use crate::store::OffsetStore;
+use crate::store::{BatchEntry, OffsetStore};
 use crate::{Error, Offset, Result};
 
 /// Records pruned in one batch at most, so a store reopened after a long pause does not put all
@@ -37,7 +37,14 @@ const MAX_PRUNED_PER_BATCH: usize = 1_000;
 pub struct HistoryStore {
     inner: Box<dyn OffsetStore>,
     config: HistoryConfig,
-    index: Mutex<Index>,
+    recorder: Mutex<Recorder>,
+}
+
+/// What the recorder keeps between batches.
+#[derive(Debug, Default)]
+struct Recorder {
+    index: Index,
+    known: Known,
 }
 
 /// The records the store holds, oldest first: what retention drops next.
@@ -67,14 +74,14 @@ impl Index {
             self.horizon = Some(at_us);
             return;
         }
-        let bytes = record::record_bytes(key, value);
+        self.push_record(at_us, key.clone(), record::record_bytes(key, value));
+    }
+
+    /// A record of `bytes` applied at `at_us`, newer than every one held.
+    fn push_record(&mut self, at_us: i64, key: OffsetKey, bytes: u64) {
         self.bytes += bytes;
         self.last_at = self.last_at.max(at_us);
-        self.records.push_back(Kept {
-            at_us,
-            key: key.clone(),
-            bytes,
-        });
+        self.records.push_back(Kept { at_us, key, bytes });
     }
 
     /// How many of the oldest records retention drops at `now_us`, once `incoming` more bytes are in.
@@ -131,7 +138,10 @@ impl HistoryStore {
         Ok(HistoryStore {
             inner,
             config,
-            index: Mutex::new(index),
+            recorder: Mutex::new(Recorder {
+                index,
+                known: Known::default(),
+            }),
         })
     }
 
@@ -140,19 +150,24 @@ impl HistoryStore {
         &self.config
     }
 
-    fn lock(&self) -> Result<MutexGuard<'_, Index>> {
-        self.index
+    fn lock(&self) -> Result<MutexGuard<'_, Recorder>> {
+        self.recorder
             .lock()
             .map_err(|_| Error::store("history", "lock poisoned by a panic in another thread"))
     }
 
-    fn apply_with(&self, batch: &Batch, apply: impl Fn(&Batch) -> Result<()>) -> Result<()> {
+    /// Applies `batch` with its history (`apply` stores a batch and entries to add to it).
+    fn apply_with(
+        &self,
+        batch: &Batch,
+        apply: impl Fn(&Batch, &[BatchEntry]) -> Result<()>,
+    ) -> Result<()> {
         // A batch the store already holds changes nothing: nothing to record either.
         if batch.seq != 0 && batch.seq <= self.inner.applied_seq(&batch.writer)? {
-            return apply(batch);
+            return apply(batch, &[]);
         }
         let mut guard = self.lock()?;
-        let index = &mut *guard;
+        let Recorder { index, known } = &mut *guard;
         if batch
             .entries
             .keys()
@@ -160,7 +175,8 @@ impl HistoryStore {
         {
             // A restore (a compaction snapshot, an import or migrate of a store with history):
             // its records are kept as they are, and its changes were recorded where they happened.
-            apply(batch)?;
+            known.clear();
+            apply(batch, &[])?;
             index.restore(
                 batch
                     .entries
@@ -170,66 +186,86 @@ impl HistoryStore {
             );
             return Ok(());
         }
-        let keys: Vec<OffsetKey> = batch
+        let offsets: Vec<(&OffsetKey, Option<&Offset>)> = batch
             .entries
-            .keys()
-            .filter(|k| !is_reserved(k.namespace()))
-            .cloned()
+            .iter()
+            .filter(|(k, _)| !is_reserved(k.namespace()))
+            .map(|(k, v)| (k, v.as_ref()))
             .collect();
-        if keys.is_empty() {
-            return apply(batch);
+        if offsets.is_empty() {
+            return apply(batch, &[]);
         }
-        let before = self.inner.get_many(&keys)?;
-        let mut by_connector: IndexMap<&str, Vec<Staged<'_>>> = IndexMap::new();
-        for (key, from) in keys.iter().zip(&before) {
-            let to = batch.entries[key].as_ref();
-            if from.as_ref() != to {
-                by_connector
-                    .entry(key.namespace())
-                    .or_default()
-                    .push((key, from.as_ref(), to));
+        let keys: Vec<&OffsetKey> = offsets.iter().map(|(k, _)| *k).collect();
+        let slots = known.fill(&*self.inner, &keys)?;
+        // Each new offset's JSON once: it goes into the record and is remembered as the next "before".
+        let mut to_json = Vec::with_capacity(32 * offsets.len());
+        let spans: Vec<_> = offsets
+            .iter()
+            .map(|(_, to)| {
+                to.map(|o| {
+                    let start = to_json.len();
+                    json::encode_value(o, &mut to_json);
+                    start..to_json.len()
+                })
+            })
+            .collect();
+        let after: Vec<Option<&[u8]>> = spans
+            .iter()
+            .map(|s| s.clone().map(|r| &to_json[r]))
+            .collect();
+        let mut changes: Vec<Staged<'_>> = Vec::with_capacity(offsets.len());
+        for ((key, to), slot) in keys.iter().zip(&after).zip(&slots) {
+            // Compared as Connect reads them: the same JSON is no move.
+            let from = known.get(*slot);
+            if from != *to {
+                changes.push((key, from, *to));
             }
         }
-        for changes in by_connector.values_mut() {
-            changes.sort_by(|a, b| a.0.cmp(b.0));
-        }
+        // In key order, which is by connector first: one run of changes per connector.
+        changes.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let at_us = time::now_us().max(index.last_at + 1);
-        let mut entries = batch.entries.clone();
+        let mut entries: Vec<BatchEntry> = Vec::new();
         let mut added = Vec::new();
-        for (connector, changes) in &by_connector {
+        for changes in changes.chunk_by(|a, b| a.0.namespace() == b.0.namespace()) {
+            let connector = changes[0].0.namespace();
             for (part, chunk) in changes.chunks(CHANGES_PER_RECORD).enumerate() {
                 let key = record::record_key(connector, &batch.writer, batch.seq, part, at_us);
                 let value = record::record_value(at_us, chunk);
-                added.push((key.clone(), value.clone()));
-                entries.insert(key, Some(value));
+                added.push((key.clone(), record::record_bytes(&key, &value)));
+                entries.push((key, Some(value)));
             }
         }
+        drop(changes);
         let mut horizon = index.horizon;
         if horizon.is_none() && !added.is_empty() {
             // History starts here: earlier moves were not recorded, so no rewind reaches before.
             horizon = Some(at_us);
         }
-        let new_bytes: u64 = added.iter().map(|(k, v)| record::record_bytes(k, v)).sum();
+        let new_bytes: u64 = added.iter().map(|(_, bytes)| bytes).sum();
         let pruned = index.expired(&self.config, at_us, new_bytes);
         for kept in index.records.iter().take(pruned) {
-            entries.insert(kept.key.clone(), None);
+            entries.push((kept.key.clone(), None));
             horizon = horizon.max(Some(kept.at_us));
         }
         if horizon != index.horizon
             && let Some(h) = horizon
         {
-            entries.insert(record::horizon_key(), Some(record::horizon_value(h)));
+            entries.push((record::horizon_key(), Some(record::horizon_value(h))));
         }
-        apply(&Batch {
-            writer: batch.writer.clone(),
-            seq: batch.seq,
-            entries,
-        })?;
+        // The batch's keys are a connector's, its additions history's: none is both.
+        let applied = apply(batch, &entries);
+        if let Err(e) = applied {
+            known.clear();
+            return Err(e);
+        }
+        for (slot, to) in slots.iter().zip(&after) {
+            known.wrote(*slot, *to);
+        }
         for kept in index.records.drain(..pruned) {
             index.bytes -= kept.bytes;
         }
-        for (k, v) in &added {
-            index.push(k, v);
+        for (key, bytes) in added {
+            index.push_record(at_us, key, bytes);
         }
         index.horizon = horizon;
         index.last_at = at_us;
@@ -242,10 +278,10 @@ impl OffsetStore for HistoryStore {
         self.inner.kind()
     }
     fn apply(&self, batch: &Batch) -> Result<()> {
-        self.apply_with(batch, |b| self.inner.apply(b))
+        self.apply_with(batch, |b, extra| self.inner.apply_extended(b, extra, false))
     }
     fn apply_logged(&self, batch: &Batch) -> Result<()> {
-        self.apply_with(batch, |b| self.inner.apply_logged(b))
+        self.apply_with(batch, |b, extra| self.inner.apply_extended(b, extra, true))
     }
     fn applied_seq(&self, writer: &str) -> Result<u64> {
         self.inner.applied_seq(writer)
@@ -273,6 +309,9 @@ impl OffsetStore for HistoryStore {
     }
     fn atomic(&self) -> bool {
         self.inner.atomic()
+    }
+    fn sole_writer(&self) -> bool {
+        self.inner.sole_writer()
     }
     fn keeps_change_times(&self) -> bool {
         self.inner.keeps_change_times()

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, RwLock};
 
-use super::{ApplyFault, OffsetStore};
+use super::{ApplyFault, BatchEntry, OffsetStore};
 use crate::codec::json;
 use crate::model::{Batch, OffsetKey};
 use crate::{Error, Offset, Partition, Result};
@@ -186,6 +186,14 @@ impl OffsetStore for MemoryStore {
     }
 
     fn apply(&self, batch: &Batch) -> Result<()> {
+        self.apply_extended(batch, &[], false)
+    }
+
+    fn apply_extended(&self, batch: &Batch, extra: &[BatchEntry], _logged: bool) -> Result<()> {
+        if self.fault.is_some() && !extra.is_empty() {
+            // The fault seam is shown the whole batch, as it is staged.
+            return self.apply(&super::extended(batch, extra));
+        }
         if let Some(fault) = &self.fault {
             for i in 0..batch.entries.len() {
                 fault.before_entry(batch, i)?;
@@ -205,7 +213,11 @@ impl OffsetStore for MemoryStore {
         }
         let mut scratch = Vec::new();
         let now = crate::expire::now_ms();
-        for (key, offset) in &batch.entries {
+        for (key, offset) in batch
+            .entries
+            .iter()
+            .chain(extra.iter().map(|(k, v)| (k, v)))
+        {
             match offset {
                 Some(offset) => {
                     let entry = Entry::new(key, offset, now, &mut scratch);
@@ -279,6 +291,11 @@ impl OffsetStore for MemoryStore {
 
     fn durable(&self) -> bool {
         false
+    }
+
+    /// Unless another handle shares the data ([`shared_with_fault`](MemoryStore::shared_with_fault)).
+    fn sole_writer(&self) -> bool {
+        Arc::strong_count(&self.state) == 1
     }
 
     /// The time of the `apply` that wrote each offset: batches replayed from a commit buffer's

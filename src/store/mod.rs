@@ -52,6 +52,25 @@ pub trait OffsetStore: Send + Sync + fmt::Debug {
         self.apply(batch)
     }
 
+    /// Applies `batch` and `extra` (entries for keys that are none of `batch`'s) as one batch, as
+    /// [`apply_logged`](Self::apply_logged) does when `logged`, else as [`apply`](Self::apply): for a
+    /// wrapper that adds entries of its own (history's records) without copying the batch. The
+    /// default makes the one batch.
+    fn apply_extended(&self, batch: &Batch, extra: &[BatchEntry], logged: bool) -> Result<()> {
+        let whole;
+        let batch = if extra.is_empty() {
+            batch
+        } else {
+            whole = extended(batch, extra);
+            &whole
+        };
+        if logged {
+            self.apply_logged(batch)
+        } else {
+            self.apply(batch)
+        }
+    }
+
     /// The highest `seq` applied for `writer`, 0 when none.
     fn applied_seq(&self, writer: &str) -> Result<u64>;
 
@@ -86,6 +105,13 @@ pub trait OffsetStore: Send + Sync + fmt::Debug {
         true
     }
 
+    /// True when, while this handle is open, nothing but this handle writes what it reads (memory;
+    /// RocksDB, whose directory lock keeps other processes out): a wrapper may then remember what
+    /// it wrote instead of reading it back. False for stores other processes write (Kafka).
+    fn sole_writer(&self) -> bool {
+        false
+    }
+
     /// True when the store records when each partition's offset was last written, so that
     /// [`change_times`](Self::change_times) answers (memory, RocksDB, Kafka). A store that cannot
     /// tell (a consumer group) keeps the default, and [`crate::expire`] refuses it by name.
@@ -107,6 +133,7 @@ macro_rules! forward_store {
             fn kind(&self) -> &'static str { (**self).kind() }
             fn apply(&self, batch: &Batch) -> Result<()> { (**self).apply(batch) }
             fn apply_logged(&self, batch: &Batch) -> Result<()> { (**self).apply_logged(batch) }
+            fn apply_extended(&self, batch: &Batch, extra: &[BatchEntry], logged: bool) -> Result<()> { (**self).apply_extended(batch, extra, logged) }
             fn applied_seq(&self, writer: &str) -> Result<u64> { (**self).applied_seq(writer) }
             fn writers(&self) -> Result<Vec<(String, u64)>> { (**self).writers() }
             fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> { (**self).get(key) }
@@ -116,12 +143,23 @@ macro_rules! forward_store {
             fn persist(&self) -> Result<()> { (**self).persist() }
             fn durable(&self) -> bool { (**self).durable() }
             fn atomic(&self) -> bool { (**self).atomic() }
+            fn sole_writer(&self) -> bool { (**self).sole_writer() }
             fn keeps_change_times(&self) -> bool { (**self).keeps_change_times() }
             fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> { (**self).change_times(keys) }
         }
     )*};
 }
 forward_store!(Box<T>, Arc<T>, &T);
+
+/// One entry of a batch: a key and its offset, `None` for a reset.
+pub type BatchEntry = (OffsetKey, Option<Offset>);
+
+/// `batch` with `extra` added: what [`OffsetStore::apply_extended`] applies.
+pub(crate) fn extended(batch: &Batch, extra: &[BatchEntry]) -> Batch {
+    let mut whole = batch.clone();
+    whole.entries.extend(extra.iter().cloned());
+    whole
+}
 
 /// Conveniences over any [`OffsetStore`]. Writes made here are unsequenced (`seq == 0`) and persisted
 /// before they return: they are for operators and tools, not for a worker's commit path, which goes

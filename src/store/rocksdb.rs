@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rocksdb::{DB, Direction, IteratorMode, Options, WriteBatch, WriteOptions};
 
-use super::{ApplyFault, OffsetStore};
+use super::{ApplyFault, BatchEntry, OffsetStore};
 use crate::codec::json;
 use crate::model::{Batch, OffsetKey};
 use crate::{Error, Offset, Result};
@@ -175,8 +175,12 @@ impl RocksDbStore {
         Ok(())
     }
 
-    /// One batch as one write batch, through RocksDB's log or past it.
-    fn write(&self, batch: &Batch, through_log: bool) -> Result<()> {
+    /// One batch (and `extra`, keys none of its) as one write batch, through RocksDB's log or past it.
+    fn write(&self, batch: &Batch, extra: &[BatchEntry], through_log: bool) -> Result<()> {
+        if self.fault.is_some() && !extra.is_empty() {
+            // The fault seam is shown the whole batch, as it is staged.
+            return self.write(&super::extended(batch, extra), &[], through_log);
+        }
         if batch.seq != 0 && batch.seq <= self.applied_seq(&batch.writer)? {
             return Ok(());
         }
@@ -189,8 +193,12 @@ impl RocksDbStore {
         let mut buf = Vec::new();
         // In key order: the memtable's skip list then finds each insert next to the last one instead
         // of searching from the top (random order costs about half the apply time at 10,000 entries).
-        let mut order: Vec<(usize, (&OffsetKey, &Option<Offset>))> =
-            batch.entries.iter().enumerate().collect();
+        let mut order: Vec<(usize, (&OffsetKey, &Option<Offset>))> = batch
+            .entries
+            .iter()
+            .chain(extra.iter().map(|(k, v)| (k, v)))
+            .enumerate()
+            .collect();
         order.sort_unstable_by(|a, b| a.1.0.id().cmp(b.1.0.id()));
         let now = crate::expire::now_ms().to_le_bytes();
         for (i, (key, offset)) in order {
@@ -336,11 +344,15 @@ impl OffsetStore for RocksDbStore {
     }
 
     fn apply(&self, batch: &Batch) -> Result<()> {
-        self.write(batch, true)
+        self.write(batch, &[], true)
     }
 
     fn apply_logged(&self, batch: &Batch) -> Result<()> {
-        self.write(batch, false)
+        self.write(batch, &[], false)
+    }
+
+    fn apply_extended(&self, batch: &Batch, extra: &[BatchEntry], logged: bool) -> Result<()> {
+        self.write(batch, extra, !logged)
     }
 
     fn applied_seq(&self, writer: &str) -> Result<u64> {
@@ -466,6 +478,10 @@ impl OffsetStore for RocksDbStore {
     }
 
     fn durable(&self) -> bool {
+        true
+    }
+
+    fn sole_writer(&self) -> bool {
         true
     }
 
