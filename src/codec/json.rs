@@ -86,10 +86,7 @@ fn encode_value_item(value: &Value, out: &mut Vec<u8>) {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Int(i) => {
-            use std::io::Write as _;
-            let _ = write!(out, "{i}");
-        }
+        Value::Int(i) => encode_int(*i, out),
         Value::Float(f) if f.is_finite() => java_double(*f, out),
         Value::Float(f) => {
             out.push(b'"');
@@ -103,6 +100,26 @@ fn encode_value_item(value: &Value, out: &mut Vec<u8>) {
             out.push(b'"');
         }
     }
+}
+
+/// Appends `i` in decimal, written back to front into a stack buffer: `write!` went through the
+/// `fmt` machinery for every integer of every key and value a store encodes.
+fn encode_int(i: i64, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = i.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if i < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// Jackson's spelling of a non-finite double.
@@ -134,6 +151,15 @@ fn push_u_escape(unit: u16, out: &mut Vec<u8>) {
 pub fn encode_str(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
     let bytes = s.as_bytes();
+    // Names and most values are printable ASCII with nothing to escape: one copy, no char decoding.
+    if bytes
+        .iter()
+        .all(|&b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+    {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
     let mut start = 0;
     for (i, ch) in s.char_indices() {
         let c = ch as u32;
@@ -708,6 +734,33 @@ mod tests {
         let mut out = Vec::new();
         java_double(f, &mut out);
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn integers_spelled_as_fmt_does() {
+        let mut edges = vec![
+            0,
+            1,
+            -1,
+            9,
+            10,
+            -10,
+            99,
+            100,
+            i64::MAX,
+            i64::MIN,
+            i64::MIN + 1,
+        ];
+        edges.extend(
+            (0..19)
+                .map(|p| 10i64.pow(p))
+                .flat_map(|n| [n - 1, n, -n, 1 - n]),
+        );
+        for i in edges {
+            let mut out = Vec::new();
+            encode_int(i, &mut out);
+            assert_eq!(String::from_utf8(out).unwrap(), i.to_string());
+        }
     }
 
     #[test]
