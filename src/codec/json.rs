@@ -813,6 +813,21 @@ mod tests {
     }
 
     #[test]
+    fn every_ascii_char_alone_in_plain_text_round_trips() {
+        // Plain ASCII takes a shortcut: one char to escape among plain ones must still be escaped.
+        for c in (0u8..0x80).map(char::from) {
+            let text = format!("plain {c} text");
+            let mut out = Vec::new();
+            encode_value(&FieldMap::new().with("k", text.as_str()), &mut out);
+            let back = decode_value(&out).unwrap().unwrap();
+            assert_eq!(back.get("k"), Some(&Value::String(text)), "{c:?}");
+        }
+        let mut out = Vec::new();
+        encode_str("a\"b\\c", &mut out);
+        assert_eq!(out, b"\"a\\\"b\\\\c\"");
+    }
+
+    #[test]
     fn non_finite_and_bytes() {
         let m = FieldMap::new()
             .with("nan", f64::NAN)
