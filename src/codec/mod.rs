@@ -2,7 +2,7 @@
 //!
 //! * [`json`]: the bytes `JsonConverter` (with `schemas.enable=false`) writes for offset keys and values,
 //!   and a decoder for what Connect writes.
-//! * [`scan`]: plain keys and values read without building them (a loader's fast path).
+//! * `scan`: plain keys and values read without building them (a loader's fast path).
 //! * [`murmur2`](mod@murmur2): the Java producer's default partitioner, which decides the topic partition of a key.
 
 pub mod json;
