@@ -543,9 +543,11 @@ fn rocksdb_floor(
         .map(|(i, k)| {
             let mut key = vec![b'o'];
             key.extend_from_slice(k.id());
+            // The store's header: the key's length with the top bit set, then a write time.
             let mut value = vec![0; 4];
+            value.extend_from_slice(&1_764_000_000_000u64.to_le_bytes());
             json::encode_key(k, &mut value);
-            let len = (value.len() - 4) as u32;
+            let len = (value.len() - 12) as u32 | 1 << 31;
             value[..4].copy_from_slice(&len.to_le_bytes());
             json::encode_value(&offset(i as u64), &mut value);
             (key, value)
