@@ -1,7 +1,8 @@
 //! The apply thread: takes the batches the log thread logged, in log order, writes the ones queued
 //! behind each other to the store in one write (up to [`COALESCE_ENTRIES`] entries), retries a store
-//! that fails until it takes the batch, acks `Store` tickets, hands emptied maps back for the next
-//! seal, and when a logged batch closed a segment, releases or compacts the log through it.
+//! that fails until it takes the batch, acks `Store` tickets, hands the applied maps to the log
+//! thread to empty and reuse, and when a logged batch closed a segment, releases or compacts the
+//! log through it.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -130,16 +131,24 @@ impl ApplyThread {
                     }
                     let release = closes.map(|seg| (seg, merged.writer.clone(), merged.seq));
                     drop(merged);
-                    // Give emptied maps back to the log thread: the next seal reuses their tables.
-                    for batch in group {
-                        if let Ok(done) = Arc::try_unwrap(batch) {
-                            let mut entries = done.entries;
-                            entries.clear();
-                            let mut st = lock(&self.shared);
-                            if st.spare.len() < 2 {
-                                st.spare.push(entries);
+                    // Give the maps to the log thread, which empties them for its next seals;
+                    // those beyond two are freed here, outside the lock.
+                    let mut extra = Vec::new();
+                    let handed = {
+                        let mut st = lock(&self.shared);
+                        let before = st.used.len();
+                        for done in group.into_iter().filter_map(|b| Arc::try_unwrap(b).ok()) {
+                            if st.spare.len() + st.used.len() < 2 {
+                                st.used.push(done.entries);
+                            } else {
+                                extra.push(done);
                             }
                         }
+                        st.used.len() > before
+                    };
+                    drop(extra);
+                    if handed {
+                        self.shared.changed.notify_all();
                     }
                     if let Some((seg, writer, seq)) = release
                         && let Err(e) = release_or_compact(

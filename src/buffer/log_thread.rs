@@ -1,7 +1,8 @@
 //! The log thread: waits for a reason to seal (a commit asked for, the interval due, the pending map
 //! full), seals the pending map into the next batch by swapping maps, encodes it once into a reused
 //! buffer, appends and syncs it (one sync for every committer waiting at that moment), acks `Local`
-//! tickets, rotates the segment when it is big enough, and queues the batch for the apply thread. A
+//! tickets, rotates the segment when it is big enough, and queues the batch for the apply thread;
+//! with nothing to seal, it empties the maps the apply thread is done with for the next seals. A
 //! write that failed merges the batch back under newer offers; a failed sync poisons the buffer; a
 //! failed rotation keeps the active segment and tries again after the next batch.
 
@@ -78,6 +79,21 @@ impl LogThread {
                     let (entries, oldest) = shared.pending.take(st.spare.pop().unwrap_or_default());
                     st.ages.sealed();
                     break (epoch, entries, oldest);
+                }
+                if !st.used.is_empty() {
+                    // Nothing to seal: empty the applied batches' maps now (see `State::used`).
+                    let used = std::mem::take(&mut st.used);
+                    drop(st);
+                    let emptied: Vec<Entries> = used
+                        .into_iter()
+                        .map(|mut m| {
+                            m.clear();
+                            m
+                        })
+                        .collect();
+                    st = lock(&shared);
+                    st.spare.extend(emptied);
+                    continue;
                 }
                 if due {
                     next_auto = self.interval.map(|i| Instant::now() + i);

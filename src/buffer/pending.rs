@@ -123,18 +123,15 @@ impl Pending {
             self.dated.store(false, Ordering::Release);
             o.take()
         };
+        // Room for every key at once: a batch grown shard by shard was rehashed at each doubling.
+        into.reserve(self.len());
         for shard in &self.shards {
             let mut s = lock(&shard.0);
             if s.is_empty() {
                 continue;
             }
             self.len.0.fetch_sub(s.len(), Ordering::AcqRel);
-            if into.is_empty() {
-                // The first non-empty shard's map is the batch: no copy for one-shard batches.
-                std::mem::swap(&mut *s, &mut into);
-            } else {
-                into.extend(s.drain(..));
-            }
+            into.extend(s.drain(..));
         }
         (into, oldest)
     }

@@ -150,6 +150,15 @@ fn push_u_escape(unit: u16, out: &mut Vec<u8>) {
 pub fn encode_str(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
     let bytes = s.as_bytes();
+    // Names and most values are printable ASCII with nothing to escape: one copy, no char decoding.
+    if bytes
+        .iter()
+        .all(|&b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+    {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
     let mut start = 0;
     // By bytes: what needs escaping is ASCII or a character past U+FFFF, whose UTF-8 is the only
     // kind to start with a byte of 0xF0 or more; the characters in between are copied as they are.
@@ -732,6 +741,33 @@ mod tests {
     }
 
     #[test]
+    fn integers_spelled_as_fmt_does() {
+        let mut edges = vec![
+            0,
+            1,
+            -1,
+            9,
+            10,
+            -10,
+            99,
+            100,
+            i64::MAX,
+            i64::MIN,
+            i64::MIN + 1,
+        ];
+        edges.extend(
+            (0..19)
+                .map(|p| 10i64.pow(p))
+                .flat_map(|n| [n - 1, n, -n, 1 - n]),
+        );
+        for i in edges {
+            let mut out = Vec::new();
+            push_int(i, &mut out);
+            assert_eq!(String::from_utf8(out).unwrap(), i.to_string());
+        }
+    }
+
+    #[test]
     #[allow(clippy::excessive_precision)]
     fn java_double_spelling() {
         // Java 19+ Double.toString for each.
@@ -821,6 +857,21 @@ mod tests {
             encode_str(&s, &mut got);
             proptest::prop_assert_eq!(got, want);
         }
+    }
+
+    #[test]
+    fn every_ascii_char_alone_in_plain_text_round_trips() {
+        // Plain ASCII takes a shortcut: one char to escape among plain ones must still be escaped.
+        for c in (0u8..0x80).map(char::from) {
+            let text = format!("plain {c} text");
+            let mut out = Vec::new();
+            encode_value(&FieldMap::new().with("k", text.as_str()), &mut out);
+            let back = decode_value(&out).unwrap().unwrap();
+            assert_eq!(back.get("k"), Some(&Value::String(text)), "{c:?}");
+        }
+        let mut out = Vec::new();
+        encode_str("a\"b\\c", &mut out);
+        assert_eq!(out, b"\"a\\\"b\\\\c\"");
     }
 
     #[test]

@@ -189,23 +189,29 @@ impl RocksDbStore {
             // before it: flush those first.
             self.persist()?;
         }
-        let mut wb = WriteBatch::default();
-        let mut buf = Vec::new();
+        // Room for typical entries up front: grown entry by entry, the batch's buffer was copied at
+        // every doubling.
+        let mut wb = WriteBatch::with_capacity_bytes((batch.entries.len() + extra.len()) * 128);
+        let (mut buf, mut k) = (Vec::new(), Vec::new());
         // In key order: the memtable's skip list then finds each insert next to the last one instead
         // of searching from the top (random order costs about half the apply time at 10,000 entries).
-        let mut order: Vec<(usize, (&OffsetKey, &Option<Offset>))> = batch
+        // Each id is looked up once, not at every comparison of the sort.
+        let mut order: Vec<(&[u8], usize, &OffsetKey, &Option<Offset>)> = batch
             .entries
             .iter()
             .chain(extra.iter().map(|(k, v)| (k, v)))
             .enumerate()
+            .map(|(i, (key, offset))| (key.id(), i, key, offset))
             .collect();
-        order.sort_unstable_by(|a, b| a.1.0.id().cmp(b.1.0.id()));
+        order.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let now = crate::expire::now_ms().to_le_bytes();
-        for (i, (key, offset)) in order {
+        for (id, i, key, offset) in order {
             if let Some(fault) = &self.fault {
                 fault.before_entry(batch, i)?;
             }
-            let k = offset_key(key.id());
+            k.clear();
+            k.push(OFFSET);
+            k.extend_from_slice(id);
             match offset {
                 Some(offset) => {
                     buf.clear();
@@ -215,9 +221,9 @@ impl RocksDbStore {
                     let key_len = (buf.len() - 12) as u32;
                     buf[..4].copy_from_slice(&(key_len | TIMED).to_le_bytes());
                     json::encode_value(offset, &mut buf);
-                    wb.put(k, &buf);
+                    wb.put(&k, &buf);
                 }
-                None => wb.delete(k),
+                None => wb.delete(&k),
             }
         }
         if batch.seq != 0 {
