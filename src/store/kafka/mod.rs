@@ -549,7 +549,7 @@ impl KafkaStore {
         &self,
         producer: &TxnProducer,
         batch: &Batch,
-        recs: Vec<write::Rec>,
+        recs: write::Recs,
     ) -> std::result::Result<(), TxnError> {
         let settings = &self.settings;
         let headers = record::headers(batch);
@@ -565,7 +565,7 @@ impl KafkaStore {
             }
         };
         let mut entry = None;
-        for rec in &recs {
+        for rec in recs.iter() {
             if let (Some(f), Some(i)) = (&self.fault, rec.entry)
                 && entry != Some(i)
             {
@@ -584,7 +584,7 @@ impl KafkaStore {
             .map_err(|e| TxnError::Fault(Box::new((e, producer.abort(settings).err()))))?;
         producer.commit(settings)?;
         let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
-        write::apply_to_state(&mut state, batch, recs);
+        write::apply_to_state(&mut state, batch, &recs);
         Ok(())
     }
 }
@@ -601,14 +601,12 @@ impl KafkaStore {
         &self,
         producer: &IdemProducer,
         batch: &Batch,
-        mut recs: Vec<write::Rec>,
+        mut recs: write::Recs,
     ) -> std::result::Result<(), TxnError> {
         let settings = &self.settings;
-        let one_partition = write::one_partition(&recs);
+        let one_partition = recs.one_partition();
         if let Some(p) = one_partition {
-            for rec in recs.iter_mut().filter(|r| r.entry.is_none()) {
-                rec.partition = p;
-            }
+            recs.place_marker(p);
         }
         let headers = record::writer_header(batch);
         let deadline = Instant::now() + settings.timeout;
@@ -617,7 +615,7 @@ impl KafkaStore {
             .reader()
             .map_err(|e| TxnError::Fault(Box::new((e, None))))?;
         let mut entry = None;
-        for rec in recs.iter().filter(|r| r.entry.is_some()) {
+        for rec in recs.offsets() {
             if let (Some(f), Some(i)) = (&self.fault, rec.entry)
                 && entry != Some(i)
             {
@@ -639,12 +637,12 @@ impl KafkaStore {
             let _ = producer.wait_acknowledged(failures, deadline, settings);
             return Err(TxnError::Fault(Box::new((e, None))));
         }
-        for rec in recs.iter().filter(|r| r.entry.is_none()) {
-            producer.send(&settings.topic, rec, Some(&headers), deadline)?;
+        if let Some(marker) = recs.marker() {
+            producer.send(&settings.topic, marker, Some(&headers), deadline)?;
         }
         producer.wait_acknowledged(failures, deadline, settings)?;
         let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
-        write::apply_to_state(&mut state, batch, recs);
+        write::apply_to_state(&mut state, batch, &recs);
         Ok(())
     }
 }
