@@ -52,7 +52,7 @@ impl IdemProducer {
     pub(crate) fn send(
         &self,
         topic: &str,
-        rec: &Rec,
+        rec: Rec<'_>,
         headers: Option<&OwnedHeaders>,
         deadline: Instant,
     ) -> std::result::Result<(), Failure> {

@@ -553,7 +553,7 @@ impl KafkaStore {
         &self,
         producer: &TxnProducer,
         batch: &Batch,
-        recs: Vec<write::Rec>,
+        recs: write::Recs,
     ) -> std::result::Result<(), TxnError> {
         let settings = &self.settings;
         let headers = record::headers(batch);
@@ -569,7 +569,7 @@ impl KafkaStore {
             }
         };
         let mut entry = None;
-        for rec in &recs {
+        for rec in recs.iter() {
             if let (Some(f), Some(i)) = (&self.fault, rec.entry)
                 && entry != Some(i)
             {
@@ -588,7 +588,7 @@ impl KafkaStore {
             .map_err(|e| TxnError::Fault(Box::new((e, producer.abort(settings).err()))))?;
         producer.commit(settings)?;
         let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
-        write::apply_to_state(&mut state, batch, recs);
+        write::apply_to_state(&mut state, batch, &recs);
         Ok(())
     }
 }
@@ -605,14 +605,12 @@ impl KafkaStore {
         &self,
         producer: &IdemProducer,
         batch: &Batch,
-        mut recs: Vec<write::Rec>,
+        mut recs: write::Recs,
     ) -> std::result::Result<(), TxnError> {
         let settings = &self.settings;
-        let one_partition = write::one_partition(&recs);
+        let one_partition = recs.one_partition();
         if let Some(p) = one_partition {
-            for rec in recs.iter_mut().filter(|r| r.entry.is_none()) {
-                rec.partition = p;
-            }
+            recs.place_marker(p);
         }
         let headers = record::writer_header(batch);
         let deadline = Instant::now() + settings.timeout;
@@ -621,7 +619,7 @@ impl KafkaStore {
             .reader()
             .map_err(|e| TxnError::Fault(Box::new((e, None))))?;
         let mut entry = None;
-        for rec in recs.iter().filter(|r| r.entry.is_some()) {
+        for rec in recs.offsets() {
             if let (Some(f), Some(i)) = (&self.fault, rec.entry)
                 && entry != Some(i)
             {
@@ -643,12 +641,12 @@ impl KafkaStore {
             let _ = producer.wait_acknowledged(failures, deadline, settings);
             return Err(TxnError::Fault(Box::new((e, None))));
         }
-        for rec in recs.iter().filter(|r| r.entry.is_none()) {
-            producer.send(&settings.topic, rec, Some(&headers), deadline)?;
+        if let Some(marker) = recs.marker() {
+            producer.send(&settings.topic, marker, Some(&headers), deadline)?;
         }
         producer.wait_acknowledged(failures, deadline, settings)?;
         let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
-        write::apply_to_state(&mut state, batch, recs);
+        write::apply_to_state(&mut state, batch, &recs);
         Ok(())
     }
 }

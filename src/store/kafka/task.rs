@@ -213,7 +213,7 @@ impl<'s> TaskProducer<'s> {
         let recs = write::encode(&batch, &*store.read_state()?, store.partitions, settings)?;
         self.open()?;
         let deadline = Instant::now() + settings.timeout;
-        for rec in &recs {
+        for rec in recs.iter() {
             let sent = self
                 .producer
                 .send(&settings.topic, rec, None, deadline, settings);
@@ -227,7 +227,7 @@ impl<'s> TaskProducer<'s> {
         self.producer.commit(settings).map_err(|f| self.failed(f))?;
         self.phase = Phase::Idle;
         let mut state = store.state.write().unwrap_or_else(|p| p.into_inner());
-        write::apply_to_state(&mut state, &batch, recs);
+        write::apply_to_state(&mut state, &batch, &recs);
         drop(reader);
         Ok(())
     }
