@@ -437,3 +437,65 @@ fn a_repair_survives_a_power_loss_right_after_it() {
     let kept = String::from_utf8(sim.contents(letters).expect("the dead-letter file")).unwrap();
     assert!(kept.contains("removed by wal repair"), "{kept}");
 }
+
+/// An offset of `mib` MiB (a string value): a few of them make batches past a log frame's limit.
+fn big(mib: usize, n: i64) -> Offset {
+    Offset::new().with("blob", format!("{n:08}").repeat(mib << 17))
+}
+
+/// A commit whose batch no log frame can hold (over 256 MiB) is refused with an error saying so;
+/// nothing acknowledged before it is lost, and later commits go on.
+#[test]
+fn a_commit_too_large_for_a_log_frame_is_refused_clearly() {
+    let sim = SimFs::new();
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap();
+    buf.offer(key(0), pos(1)).unwrap();
+    buf.commit().wait().unwrap();
+    for i in 1..=270 {
+        buf.offer(key(i), big(1, i)).unwrap();
+    }
+    let e = buf.commit().wait().expect_err("a 270 MiB batch");
+    let m = e.to_string();
+    assert!(
+        m.contains("frame limit of 256 MiB") && m.contains("270 offsets"),
+        "{m}"
+    );
+    buf.offer(key(0), pos(2)).unwrap();
+    assert_eq!(buf.commit().wait().unwrap(), 2, "the log goes on");
+    drop(buf);
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap();
+    assert_eq!(buf.store().get(&key(0)).unwrap(), Some(pos(2)));
+    assert_eq!(
+        buf.store().get(&key(1)).unwrap(),
+        None,
+        "never acknowledged"
+    );
+}
+
+/// A memory store's state past a frame's limit compacts into a snapshot of several frames, which
+/// a reopen reads whole.
+#[test]
+fn a_memory_state_larger_than_a_frame_compacts_and_reopens() {
+    let sim = SimFs::new();
+    let config = || {
+        let mut c = sim_config(&sim);
+        c.segment_bytes = 64 << 20;
+        c
+    };
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), config()).unwrap();
+    for round in 0..4i64 {
+        for i in 0..80 {
+            buf.offer(key(round * 100 + i), big(1, i)).unwrap();
+        }
+        buf.commit_with(Durability::Store).wait().unwrap();
+    }
+    drop(buf);
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), config()).unwrap();
+    assert_eq!(buf.store().get(&key(379)).unwrap(), Some(big(1, 79)));
+    assert_eq!(buf.store().get(&key(0)).unwrap(), Some(big(1, 0)));
+    assert_eq!(buf.store().applied_seq("connect-offsets").unwrap(), 4);
+    drop(buf);
+    // Reopened once more, from the snapshot the reopen may have written.
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), config()).unwrap();
+    assert_eq!(buf.store().partitions("c").unwrap().len(), 320);
+}

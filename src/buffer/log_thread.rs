@@ -142,7 +142,9 @@ impl LogThread {
             observe(&batch);
         }
         self.buf.clear();
-        frame::encode(frame::FrameKind::Batch, &batch, &mut self.buf);
+        if let Err(e) = frame::try_encode(frame::FrameKind::Batch, &batch, &mut self.buf) {
+            return self.refuse(epoch, e);
+        }
         let result = self.log.append(&self.buf, seq).and_then(|()| {
             hook(&self.hook, CrashPoint::AfterSyncBeforeAck).map_err(AppendError::Poisoned)
         });
@@ -241,6 +243,25 @@ impl LogThread {
                 false
             }
         }
+    }
+
+    /// A sealed batch no frame can hold fails its commits. Its offers are dropped, not merged
+    /// back: merged, they would make every later commit as large.
+    fn refuse(&mut self, epoch: u64, too_large: frame::TooLarge) -> bool {
+        let shared = Arc::clone(&self.shared);
+        let e = Error::InvalidData(format!(
+            "commit refused: {too_large}; commit more often, or in smaller groups"
+        ));
+        tracing::error!(writer = %shared.writer, error = %e, "a sealed batch is too large to log; its offers are dropped");
+        let mut st = lock(&shared);
+        st.failed.insert(epoch, Arc::new(e));
+        st.durable = epoch;
+        st.stats.failures += 1;
+        crate::metrics::commit_failed(&shared.writer, "log");
+        st.ages.committed();
+        drop(st);
+        shared.notify();
+        self.tx.send(Job::Mark { epoch }).is_ok()
     }
 
     fn poison(&self, epoch: u64, e: Error, merge: Option<(Entries, Option<Instant>)>) {

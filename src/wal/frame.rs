@@ -62,17 +62,100 @@ const CONFIG: bincode::config::Configuration<
     bincode::config::Limit<MAX_PAYLOAD>,
 > = bincode::config::standard().with_limit::<MAX_PAYLOAD>();
 
-/// Appends one framed batch to `out` (which may already hold other frames).
+/// Appends one framed batch to `out` (which may already hold other frames). Panics when it does
+/// not fit a frame: for batches known to be small (tests, tools); the commit path uses
+/// [`try_encode`].
 pub fn encode(kind: FrameKind, batch: &Batch, out: &mut Vec<u8>) {
+    try_encode(kind, batch, out).expect("a batch within the frame limit");
+}
+
+/// A batch whose payload would exceed [`MAX_PAYLOAD`]: its entry count and encoded size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLarge {
+    /// Entries of the batch.
+    pub entries: usize,
+    /// Bytes its payload took.
+    pub bytes: usize,
+}
+
+impl std::fmt::Display for TooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "a batch of {} offsets takes {} bytes, over the write-ahead log's frame limit of {} MiB",
+            self.entries,
+            self.bytes,
+            MAX_PAYLOAD >> 20
+        )
+    }
+}
+
+/// [`encode`], or [`TooLarge`] with `out` as it was.
+pub fn try_encode(kind: FrameKind, batch: &Batch, out: &mut Vec<u8>) -> Result<(), TooLarge> {
+    let entries = batch.entries.iter();
+    encode_parts(kind, &batch.writer, batch.seq, entries.len(), entries, out)
+}
+
+/// Appends a snapshot as frames of its own kind, as many as its size needs (each within the
+/// limit, the entries split in order); [`super::reader::read_snapshot`] reads them back as one.
+/// Fails only when a single entry is over the limit.
+pub fn encode_snapshot(snapshot: &Batch, out: &mut Vec<u8>) -> Result<(), TooLarge> {
+    encode_chunk(snapshot, snapshot.entries.as_slice(), out)
+}
+
+fn encode_chunk(
+    snapshot: &Batch,
+    entries: &indexmap::map::Slice<crate::OffsetKey, Option<crate::Offset>>,
+    out: &mut Vec<u8>,
+) -> Result<(), TooLarge> {
+    let all = entries.iter();
+    match encode_parts(
+        FrameKind::Snapshot,
+        &snapshot.writer,
+        snapshot.seq,
+        all.len(),
+        all,
+        out,
+    ) {
+        // Halves until each part fits: only a snapshot over the limit pays for the retries.
+        Err(_) if entries.len() > 1 => {
+            let (left, right) = entries.split_at(entries.len() / 2);
+            encode_chunk(snapshot, left, out)?;
+            encode_chunk(snapshot, right, out)
+        }
+        other => other,
+    }
+}
+
+fn encode_parts<'a>(
+    kind: FrameKind,
+    writer: &str,
+    seq: u64,
+    count: usize,
+    entries: impl Iterator<Item = (&'a crate::OffsetKey, &'a Option<crate::Offset>)>,
+    out: &mut Vec<u8>,
+) -> Result<(), TooLarge> {
     let start = out.len();
     out.extend_from_slice(&[0u8; HEADER_LEN]);
-    bincode::encode_into_std_write(BatchRef(batch), out, CONFIG)
-        .expect("writing to a Vec cannot fail");
+    bincode::encode_into_std_write(
+        PartsRef {
+            writer,
+            seq,
+            count,
+            entries: std::cell::Cell::new(Some(entries)),
+        },
+        out,
+        CONFIG,
+    )
+    .expect("writing to a Vec cannot fail");
     let len = out.len() - start - HEADER_LEN;
-    assert!(
-        len <= MAX_PAYLOAD,
-        "a batch of {len} bytes exceeds the frame limit of {MAX_PAYLOAD}"
-    );
+    if len > MAX_PAYLOAD {
+        out.truncate(start);
+        return Err(TooLarge {
+            entries: count,
+            bytes: len,
+        });
+    }
     let header = &mut out[start..start + HEADER_LEN];
     header[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     header[4] = VERSION;
@@ -86,6 +169,7 @@ pub fn encode(kind: FrameKind, batch: &Batch, out: &mut Vec<u8>) {
     out[start + 12..start + 16].copy_from_slice(&sum.to_le_bytes());
     let head = crc32fast::hash(&out[start..start + 16]);
     out[start + 16..start + 20].copy_from_slice(&head.to_le_bytes());
+    Ok(())
 }
 
 /// One frame read back.
@@ -279,7 +363,6 @@ pub fn find_magic(bytes: &[u8], from: usize) -> Option<usize> {
         .map(|p| p + from)
 }
 
-struct BatchRef<'a>(&'a Batch);
 struct BatchOwned(Batch);
 
 impl Encode for Value {
@@ -410,31 +493,49 @@ fn decode_map<C, D: Decoder<Context = C>>(d: &mut D) -> Result<FieldMap, DecodeE
     Ok(m)
 }
 
-impl Encode for BatchRef<'_> {
+/// A batch as a frame holds it: writer, seq, entry count, then the entries, taken from an iterator (once).
+struct PartsRef<'w, I> {
+    writer: &'w str,
+    seq: u64,
+    count: usize,
+    entries: std::cell::Cell<Option<I>>,
+}
+
+impl<'a, I> Encode for PartsRef<'_, I>
+where
+    I: Iterator<Item = (&'a crate::OffsetKey, &'a Option<crate::Offset>)>,
+{
     fn encode<E: Encoder>(&self, e: &mut E) -> Result<(), EncodeError> {
-        let b = self.0;
-        b.writer.encode(e)?;
-        b.seq.encode(e)?;
-        (b.entries.len() as u64).encode(e)?;
-        for (key, offset) in &b.entries {
-            key.namespace().encode(e)?;
-            match key.partition() {
-                None => 0u8.encode(e)?,
-                Some(p) => {
-                    1u8.encode(e)?;
-                    encode_map(p, e)?;
-                }
-            }
-            match offset {
-                None => 0u8.encode(e)?,
-                Some(o) => {
-                    1u8.encode(e)?;
-                    encode_map(o, e)?;
-                }
+        self.writer.encode(e)?;
+        self.seq.encode(e)?;
+        (self.count as u64).encode(e)?;
+        let entries = self.entries.take().expect("parts are encoded once");
+        encode_entries(entries, e)
+    }
+}
+
+fn encode_entries<'a, E: Encoder>(
+    entries: impl Iterator<Item = (&'a crate::OffsetKey, &'a Option<crate::Offset>)>,
+    e: &mut E,
+) -> Result<(), EncodeError> {
+    for (key, offset) in entries {
+        key.namespace().encode(e)?;
+        match key.partition() {
+            None => 0u8.encode(e)?,
+            Some(p) => {
+                1u8.encode(e)?;
+                encode_map(p, e)?;
             }
         }
-        Ok(())
+        match offset {
+            None => 0u8.encode(e)?,
+            Some(o) => {
+                1u8.encode(e)?;
+                encode_map(o, e)?;
+            }
+        }
     }
+    Ok(())
 }
 
 impl<C> Decode<C> for BatchOwned {

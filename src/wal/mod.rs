@@ -415,7 +415,8 @@ impl WalDir {
     /// every older segment and snapshot.
     pub fn compact(&self, snapshot: &Batch, through_gen: u64) -> Result<()> {
         let mut bytes = Vec::new();
-        frame::encode(FrameKind::Snapshot, snapshot, &mut bytes);
+        frame::encode_snapshot(snapshot, &mut bytes)
+            .map_err(|e| Error::InvalidData(format!("cannot compact the log: {e}")))?;
         let name = snapshot_name(through_gen);
         let tmp = self.dir.join(format!("{name}.tmp"));
         let path = self.dir.join(&name);

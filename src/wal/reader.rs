@@ -167,21 +167,38 @@ fn crc_state(e: &FrameError) -> Option<bool> {
     }
 }
 
-/// How a snapshot file reads: one whole snapshot frame, or corrupt from byte 0.
+/// How a snapshot file reads: whole snapshot frames of one writer and seq back to back (one,
+/// unless the snapshot is over a frame's limit: see [`frame::encode_snapshot`]) as one frame, or
+/// corrupt from byte 0.
 pub fn read_snapshot(bytes: &[u8]) -> Result<frame::Frame, Region> {
-    match frame::decode(bytes) {
-        Ok(f) if f.kind == FrameKind::Snapshot && f.len == bytes.len() => Ok(f),
-        other => {
-            let (reason, crc_ok) = match other {
-                Ok(_) => ("not a single snapshot frame".to_string(), Some(true)),
-                Err(e) => (e.to_string(), crc_state(&e)),
-            };
-            Err(Region {
-                offset: 0,
-                len: bytes.len(),
-                reason,
-                crc_ok,
-            })
+    let bad = |reason: String, crc_ok: Option<bool>| Region {
+        offset: 0,
+        len: bytes.len(),
+        reason,
+        crc_ok,
+    };
+    let mut whole: Option<frame::Frame> = None;
+    let mut at = 0;
+    while at < bytes.len() || whole.is_none() {
+        let f = frame::decode(&bytes[at..]).map_err(|e| bad(e.to_string(), crc_state(&e)))?;
+        if f.kind != FrameKind::Snapshot {
+            return Err(bad("not a snapshot frame".to_string(), Some(true)));
+        }
+        at += f.len;
+        match &mut whole {
+            None => whole = Some(f),
+            Some(w) if w.batch.writer == f.batch.writer && w.batch.seq == f.batch.seq => {
+                w.batch.entries.extend(f.batch.entries);
+            }
+            Some(_) => {
+                return Err(bad(
+                    "snapshot frames of different batches".to_string(),
+                    Some(true),
+                ));
+            }
         }
     }
+    let mut whole = whole.expect("at least one frame was read");
+    whole.len = bytes.len();
+    Ok(whole)
 }
