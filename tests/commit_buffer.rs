@@ -379,6 +379,71 @@ fn batches_queued_behind_a_slow_store_are_written_together() {
     buf.close().unwrap();
 }
 
+/// A store whose first write waits until the test opens the gate, recording what each write held.
+#[derive(Debug, Default)]
+struct GatedWrites {
+    open: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
+    writes: std::sync::Mutex<Vec<(u64, usize)>>,
+}
+
+impl connect_offsets::store::ApplyFault for GatedWrites {
+    fn before_entry(&self, _: &connect_offsets::Batch, _: usize) -> connect_offsets::Result<()> {
+        Ok(())
+    }
+    fn before_commit(&self, batch: &connect_offsets::Batch) -> connect_offsets::Result<()> {
+        let open = self.open.lock().unwrap();
+        drop(self.opened.wait_while(open, |open| !*open).unwrap());
+        self.writes
+            .lock()
+            .unwrap()
+            .push((batch.seq, batch.entries.len()));
+        Ok(())
+    }
+}
+
+/// Big commits of the same keys queued behind a store are written once, with their newest values;
+/// a commit that would grow the write past the larger of 10,000 keys and its first batch's size
+/// waits for a write of its own.
+#[test]
+fn big_commits_of_the_same_keys_queued_behind_a_store_are_written_once() {
+    const N: i64 = 12_000;
+    let sim = SimFs::new();
+    let gate = Arc::new(GatedWrites::default());
+    let store = Arc::new(MemoryStore::new().with_fault(gate.clone()));
+    let buf = CommitBuffer::open(store.clone(), sim_config(&sim)).unwrap();
+    // Six commits of every key in 0..N, acknowledged once logged while the store holds the first...
+    for round in 1..=6 {
+        for i in 0..N {
+            buf.offer(key(i), pos(round * N + i)).unwrap();
+        }
+        assert_eq!(
+            buf.commit_with(Durability::Local).wait().unwrap(),
+            round as u64
+        );
+    }
+    // ... and one of N other keys, which would double the write.
+    for i in N..2 * N {
+        buf.offer(key(i), pos(i)).unwrap();
+    }
+    assert_eq!(buf.commit_with(Durability::Local).wait().unwrap(), 7);
+    *gate.open.lock().unwrap() = true;
+    gate.opened.notify_all();
+    assert_eq!(buf.commit_with(Durability::Store).wait().unwrap(), 7);
+    let writes = gate.writes.lock().unwrap().clone();
+    let n = N as usize;
+    assert_eq!(writes, vec![(1, n), (6, n), (7, n)]);
+    assert_eq!(buf.stats().store_writes, 3);
+    for i in 0..N {
+        assert_eq!(store.get(&key(i)).unwrap(), Some(pos(6 * N + i)), "key {i}");
+    }
+    for i in N..2 * N {
+        assert_eq!(store.get(&key(i)).unwrap(), Some(pos(i)), "key {i}");
+    }
+    assert_eq!(store.applied_seq(buf.writer()).unwrap(), 7);
+    buf.close().unwrap();
+}
+
 /// Opening a log removes only its own temporary files (an unfinished snapshot or repair), never an
 /// operator's `backup.tmp` that happens to sit in the directory.
 #[test]

@@ -1,5 +1,6 @@
 //! The apply thread: takes the batches the log thread logged, in log order, writes the ones queued
-//! behind each other to the store in one write (up to [`COALESCE_ENTRIES`] entries), retries a store
+//! behind each other to the store in one write (within [`COALESCE_ENTRIES`] distinct keys, or the
+//! first batch's size), retries a store
 //! that fails until it takes the batch, acks `Store` tickets, hands the applied maps to the log
 //! thread to empty and reuse, and when a logged batch closed a segment, releases or compacts the
 //! log through it.
@@ -40,10 +41,16 @@ pub(super) struct ApplyThread {
     hook: Option<Arc<dyn CrashHook>>,
 }
 
-/// The apply thread writes the logged batches queued behind the one it takes in the same store write,
-/// while their entries together stay within this many: a store with a high cost per write (a Kafka
-/// transaction) then keeps up with many small commits, and big batches are left as they are.
+/// The apply thread writes the logged batches queued behind the one it takes in the same store
+/// write while the write's distinct keys stay within the larger of this and that first batch's
+/// size: a store with a high cost per write (a Kafka transaction) keeps up with many small commits,
+/// and a store that fell behind the log writes commits of the same keys (a source's partitions,
+/// committed again) once, with their newest values, instead of once per commit.
 const COALESCE_ENTRIES: usize = 10_000;
+
+/// Entries of the batches one write coalesces, at most (each is a hash lookup, and the group's
+/// tickets wait for its write).
+const COALESCE_SCAN: usize = 8 * COALESCE_ENTRIES;
 
 impl ApplyThread {
     pub(super) fn new(
@@ -85,47 +92,46 @@ impl ApplyThread {
                     let mut group = vec![batch];
                     let mut epoch = epoch;
                     let mut closes = closes;
-                    let mut entries = group[0].entries.len();
-                    while entries < COALESCE_ENTRIES {
-                        match rx.try_recv() {
-                            Ok(Job::Apply {
+                    let cap = COALESCE_ENTRIES.max(group[0].entries.len());
+                    let mut scanned = group[0].entries.len();
+                    // The group's distinct keys, once a second batch is considered.
+                    let mut keys: Option<KeySet> = None;
+                    while scanned < COALESCE_SCAN {
+                        let job = match rx.try_recv() {
+                            Ok(job) => job,
+                            Err(_) => break,
+                        };
+                        let Job::Apply {
+                            batch,
+                            epoch: e,
+                            closes: c,
+                        } = job
+                        else {
+                            next = Some(job);
+                            break;
+                        };
+                        let held =
+                            keys.get_or_insert_with(|| group[0].entries.keys().cloned().collect());
+                        let new = batch.entries.keys().filter(|k| !held.contains(*k)).count();
+                        if held.len() + new > cap || scanned + batch.entries.len() > COALESCE_SCAN {
+                            next = Some(Job::Apply {
                                 batch,
                                 epoch: e,
                                 closes: c,
-                            }) if entries + batch.entries.len() <= COALESCE_ENTRIES => {
-                                entries += batch.entries.len();
-                                group.push(batch);
-                                epoch = e;
-                                // The newest closed segment: releasing through it releases the older.
-                                closes = c.or(closes);
-                            }
-                            Ok(other) => {
-                                next = Some(other);
-                                break;
-                            }
-                            Err(_) => break,
+                            });
+                            break;
                         }
+                        if new > 0 {
+                            held.extend(batch.entries.keys().cloned());
+                        }
+                        scanned += batch.entries.len();
+                        group.push(batch);
+                        epoch = e;
+                        // The newest closed segment: releasing through it releases the older.
+                        closes = c.or(closes);
                     }
-                    // One batch as it is; several as one with the last seq (later values win):
-                    // the store goes from the state before the first to the state after the last in
-                    // one atomic write, which is a prefix of the log either way.
-                    let merged = if group.len() == 1 {
-                        Arc::clone(&group[0])
-                    } else {
-                        let last = group.last().expect("a group");
-                        let mut all = Entries::default();
-                        all.reserve(entries);
-                        for b in &group {
-                            for (k, v) in &b.entries {
-                                all.insert(k.clone(), v.clone());
-                            }
-                        }
-                        Arc::new(Batch {
-                            writer: last.writer.clone(),
-                            seq: last.seq,
-                            entries: all,
-                        })
-                    };
+                    drop(keys);
+                    let merged = merge(&group);
                     if !self.apply(&merged, &group, epoch) {
                         return;
                     }
@@ -260,6 +266,33 @@ impl ApplyThread {
             }
         }
     }
+}
+
+/// Distinct keys of a group being coalesced.
+type KeySet = std::collections::HashSet<OffsetKey, crate::model::BuildKeyHasher>;
+
+/// One batch as it is; several as one with the last seq, each key's newest value taken (from the
+/// newest batch back, so each key is copied once): the store goes from the state before the first
+/// to the state after the last in one atomic write, which is a prefix of the log either way.
+fn merge(group: &[Arc<Batch>]) -> Arc<Batch> {
+    let last = group.last().expect("a group");
+    if group.len() == 1 {
+        return Arc::clone(last);
+    }
+    let mut all = Entries::default();
+    all.reserve(last.entries.len().max(group[0].entries.len()));
+    for b in group.iter().rev() {
+        for (k, v) in &b.entries {
+            if let indexmap::map::Entry::Vacant(e) = all.entry(k.clone()) {
+                e.insert(v.clone());
+            }
+        }
+    }
+    Arc::new(Batch {
+        writer: last.writer.clone(),
+        seq: last.seq,
+        entries: all,
+    })
 }
 
 /// The entries the alarms judge: every connector's, not the crate's own records.

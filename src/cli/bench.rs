@@ -63,6 +63,8 @@ struct Outcome {
     commits: u64,
     batches: u64,
     syncs: u64,
+    /// Store writes (fewer than batches when queued batches were written together).
+    writes: u64,
     elapsed: Duration,
     p50: Duration,
     p99: Duration,
@@ -264,6 +266,7 @@ fn run_one(args: &BenchArgs, url: &str) -> Result<Outcome> {
         commits: latencies.len() as u64,
         batches: stats.logged_seq,
         syncs: stats.syncs,
+        writes: stats.store_writes,
         elapsed,
         p50: pct(0.50),
         p99: pct(0.99),
@@ -364,6 +367,7 @@ fn print_table(args: &BenchArgs, outs: &[Outcome]) {
         ("commits", Box::new(|o: &Outcome| o.commits.to_string())),
         ("log batches", Box::new(|o: &Outcome| o.batches.to_string())),
         ("log syncs", Box::new(|o: &Outcome| o.syncs.to_string())),
+        ("store writes", Box::new(|o: &Outcome| o.writes.to_string())),
         (
             "seconds",
             Box::new(|o: &Outcome| format!("{:.2}", o.elapsed.as_secs_f64())),
@@ -410,7 +414,7 @@ fn to_json(args: &BenchArgs, outs: &[Outcome]) -> String {
             let mut url = Vec::new();
             connect_offsets::codec::json::encode_str(&o.url, &mut url);
             format!(
-                "{{\"store\":\"{}\",\"url\":{},\"offsets\":{},\"commits\":{},\"log_batches\":{},\"log_syncs\":{},\"seconds\":{:.6},\
+                "{{\"store\":\"{}\",\"url\":{},\"offsets\":{},\"commits\":{},\"log_batches\":{},\"log_syncs\":{},\"store_writes\":{},\"seconds\":{:.6},\
                  \"offsets_per_sec\":{:.1},\"commits_per_sec\":{:.1},\"commit_p50_ms\":{},\"commit_p99_ms\":{},\"commit_max_ms\":{},\
                  \"cpu_us_per_offset\":{},\"open_ms\":{},\"reopen_ms\":{}{}}}",
                 o.kind,
@@ -419,6 +423,7 @@ fn to_json(args: &BenchArgs, outs: &[Outcome]) -> String {
                 o.commits,
                 o.batches,
                 o.syncs,
+                o.writes,
                 secs,
                 o.offsets as f64 / secs,
                 o.commits as f64 / secs,
