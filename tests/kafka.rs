@@ -1254,11 +1254,20 @@ fn a_deleted_marker_is_made_up_for_by_the_batch_headers() {
             .expect("send");
     }
     producer.flush(Duration::from_secs(30)).expect("flush");
+    // A record that does not decode is met by both reads of the open, and counted once.
+    let bad_key = key("c", 9).connect_key();
     let marker = marker_key("w");
-    produce_plain(&topic, &[(None, Some(&marker), None)]);
+    produce_plain(
+        &topic,
+        &[
+            (None, Some(&bad_key), Some(b"{not json")),
+            (None, Some(&marker), None),
+        ],
+    );
     let reopened = KafkaStore::open(&url(&topic, 3, "")).expect("reopen");
     assert_eq!(reopened.applied_seq("w").unwrap(), 7, "the highest header");
     assert_eq!(reopened.partitions("c").unwrap().len(), 3);
+    assert_eq!(reopened.dead_letters(), 1, "one bad record, read twice");
     // A topic whose markers are intact is read without the headers: they add nothing there.
     let plain = TopicGuard::new("kept-marker");
     let store = KafkaStore::open(&url(&plain, 3, "")).expect("open");

@@ -111,7 +111,7 @@
 //! ([`KafkaStore::dead_letters`]) and copied to the dead-letter file (`dead.letter.file`, see
 //! [`crate::dead_letter`]) with its topic, partition, offset, key and value bytes and the reason. It
 //! stays in the topic, so every open meets it again: the file gets it once, the count and a warning
-//! come with every read. With no file configured it is only counted and logged as a warning. With
+//! come once per open. With no file configured it is only counted and logged as a warning. With
 //! `strict=true` the store refuses to open (or refresh) instead, naming the partition and offset.
 //!
 //! ## Warm start: `snapshot.dir`
