@@ -196,7 +196,10 @@ fn properties_configure_an_override_and_refuse_bad_input() {
         .set("offsets.once.file", "/nonexistent/reset.json")
         .unwrap_err()
         .to_string();
-    assert!(e.contains("/nonexistent/reset.json"), "{e}");
+    assert!(
+        e.contains("`offsets.once.file`") && e.contains("/nonexistent/reset.json"),
+        "{e}"
+    );
     std::fs::write(&doc, r#"{"offsets":[]}"#).unwrap();
     let e = c
         .set("offsets.once.file", doc.to_str().unwrap())

@@ -238,7 +238,8 @@ impl CommitBufferConfig {
                 self.assemble_once()?;
             }
             "offsets.once.file" => {
-                let bytes = std::fs::read(value).map_err(|e| Error::io("read", value, e))?;
+                let bytes =
+                    std::fs::read(value).map_err(|e| bad(&format!("cannot read the file: {e}")))?;
                 let doc = OffsetsExport::parse(&bytes, None).map_err(|e| {
                     bad(&format!(
                         "expected export's {{\"connectors\":{{...}}}} document: {e}"
