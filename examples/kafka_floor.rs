@@ -5,7 +5,8 @@
 //! kafka_floor read    <bootstrap> <topic>              read every partition to its end (read_committed)
 //! kafka_floor map     <bootstrap> <topic>              the same, keeping key -> value in a HashMap
 //! kafka_floor produce <bootstrap> <topic> <batch> <s>  batches of Connect-shaped records, acks=all,
-//!                                                      idempotent, each batch waited for, for <s> seconds
+//!                                                      idempotent, each batch flushed and waited for,
+//!                                                      for <s> seconds
 //! ```
 
 use std::collections::HashMap;
@@ -132,14 +133,14 @@ impl ProducerContext for Acks {
     }
 }
 
-/// Batches of `batch` records (Connect-shaped keys and values over 10,000 partitions), each sent and
-/// waited for before the next, for `seconds`.
+/// Batches of `batch` records (Connect-shaped keys and values over 10,000 partitions), each sent,
+/// flushed and waited for before the next, for `seconds`: our writers' producer settings
+/// (librdkafka's linger, idempotent, `acks=all`) without encoding, log or state.
 fn produce(bootstrap: &str, topic: &str, batch: usize, seconds: f64) {
     let p: ThreadedProducer<Acks> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("acks", "all")
         .set("enable.idempotence", "true")
-        .set("linger.ms", "0")
         .create_with_context(Acks::default())
         .expect("producer");
     let keys: Vec<Vec<u8>> = (0..10_000)
@@ -167,6 +168,9 @@ fn produce(bootstrap: &str, topic: &str, batch: usize, seconds: f64) {
             }
             sent += 1;
         }
+        // As our writers wait: a flush sends what lingers at once (see src/store/kafka/flush.rs).
+        // SAFETY: a live producer handle; rd_kafka_flush may be called from any thread.
+        unsafe { rdkafka::bindings::rd_kafka_flush(p.client().native_ptr(), 30_000) };
         let ctx = p.context();
         let mut d = ctx.done.lock().unwrap();
         while d.0 < sent {

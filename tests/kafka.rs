@@ -993,6 +993,38 @@ fn an_aborted_batch_is_invisible_to_read_committed_but_not_to_read_uncommitted()
     assert_eq!(store.applied_seq("w").unwrap(), 1);
 }
 
+/// A writer's wait for its records is a flush, which sends whatever lingers at once: a batch is
+/// not held back by `linger.ms` (here 850 s, past the store's 300 s timeout), in either write
+/// mode, with its records on one topic partition (the marker right behind them) or on several.
+#[test]
+fn a_commit_does_not_wait_out_linger_ms() {
+    for mode in ["transaction", "idempotent"] {
+        let topic = TopicGuard::new("linger");
+        let lingering = format!(
+            "kafka://{}/{}?partitions=3&replication=1&write.mode={mode}&timeout.ms=300000\
+             &linger.ms=850000&delivery.timeout.ms=900000&transaction.timeout.ms=900000",
+            bootstrap(),
+            &*topic
+        );
+        let store = KafkaStore::open(&lingering).expect("open");
+        let one = Batch::new("w", 1, [(key("c", 0), Some(pos(1)))]);
+        store
+            .apply(&one)
+            .unwrap_or_else(|e| panic!("{mode}, one record: {e}"));
+        let many = Batch::new("w", 2, (0..30).map(|i| (key("c", i), Some(pos(i + 2)))));
+        store
+            .apply(&many)
+            .unwrap_or_else(|e| panic!("{mode}, 30 records: {e}"));
+        let reopened = KafkaStore::open(&url(&topic, 3, "")).expect("reopen");
+        assert_eq!(reopened.applied_seq("w").unwrap(), 2, "{mode}");
+        assert_eq!(
+            reopened.get(&key("c", 29)).unwrap(),
+            Some(pos(31)),
+            "{mode}"
+        );
+    }
+}
+
 /// `write.mode=idempotent`: a batch that fails midway leaves the records acknowledged before the
 /// failure in the topic, without a seq header and without its marker, so a reopen does not count
 /// it as applied; the retry writes it whole, then the marker.

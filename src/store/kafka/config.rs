@@ -621,7 +621,6 @@ impl Settings {
         c.set("partitioner", "murmur2_random");
         // Failures still fail the commit; successes need no report, so nothing piles up per record.
         c.set("delivery.report.only.error", "true");
-        self.no_linger(&mut c);
         c.set(
             "transaction.timeout.ms",
             self.properties
@@ -643,17 +642,7 @@ impl Settings {
         // marker sent right behind its batch's records is then in the topic only if they are.
         c.set("enable.gapless.guarantee", "true");
         c.set("partitioner", "murmur2_random");
-        self.no_linger(&mut c);
         c
-    }
-
-    /// `linger.ms=0` unless the user set it: every batch waits for its acknowledgements right after
-    /// its last record, so lingering only adds latency (5 ms a commit at librdkafka's default), and
-    /// records queued while a request is in flight are batched together anyway.
-    fn no_linger(&self, c: &mut ClientConfig) {
-        if !self.has("linger.ms") && !self.has("queue.buffering.max.ms") {
-            c.set("linger.ms", "0");
-        }
     }
 
     fn has(&self, property: &str) -> bool {
@@ -745,9 +734,10 @@ mod tests {
         assert_eq!(c.get("transactional.id"), None);
         assert_eq!(c.get("enable.idempotence"), Some("true"));
         assert_eq!(c.get("acks"), Some("all"));
-        // librdkafka's 5 ms linger would delay every commit; a user's own value is kept.
-        assert_eq!(c.get("linger.ms"), Some("0"));
-        assert_eq!(idem.producer_config("x").get("linger.ms"), Some("0"));
+        // librdkafka's own linger (a writer's wait is a flush, which sends at once); a user's
+        // value is kept.
+        assert_eq!(c.get("linger.ms"), None);
+        assert_eq!(idem.producer_config("x").get("linger.ms"), None);
         let own = s("kafka://h:1/t?linger.ms=20");
         assert_eq!(own.producer_config("x").get("linger.ms"), Some("20"));
         assert_eq!(

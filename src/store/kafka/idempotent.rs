@@ -2,8 +2,9 @@
 //! without transactions. A batch's offset records are produced and every one is acknowledged
 //! before its marker is produced, so the marker (what `applied_seq` is read from) never names a
 //! batch that is not wholly in the topic; a batch a crash cut short is replayed whole from the
-//! commit buffer's log. The producer polls on a thread of its own: each delivery report wakes the
-//! waiting writer at once (see [`Deliveries`](super::client::Deliveries)).
+//! commit buffer's log. The producer polls on a thread of its own, and the writer waits for a
+//! batch with a flush, so its records leave at once whatever `linger.ms` is (see
+//! [`flush`](super::flush)).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -14,6 +15,7 @@ use rdkafka::producer::{Producer, ThreadedProducer};
 
 use super::client::{Ctx, auth_error, timeout_error};
 use super::config::Settings;
+use super::flush::flush;
 use super::write::{Failure, Rec, base_record, create};
 use crate::{Error, Result};
 
@@ -90,6 +92,8 @@ impl IdemProducer {
         deadline: Instant,
         settings: &Settings,
     ) -> std::result::Result<(), Failure> {
+        // Sends what lingers now (see `flush`); the count below says whether all of it landed.
+        flush(self.producer.client(), deadline);
         let ctx = self.producer.context();
         let got = ctx
             .deliveries

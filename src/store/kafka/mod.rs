@@ -148,6 +148,7 @@ use std::time::{Duration, Instant};
 mod client;
 mod config;
 mod dead_letters;
+mod flush;
 pub mod group;
 mod idempotent;
 mod load;

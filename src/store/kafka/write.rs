@@ -15,6 +15,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
 
 use super::client::{Ctx, auth_error, timeout_error};
 use super::config::{Settings, WriteMode, unique_suffix};
+use super::flush::flush;
 use super::idempotent::IdemProducer;
 use super::record::{marker_key, marker_value};
 use super::state::{Stamp, State};
@@ -36,6 +37,9 @@ pub(crate) struct Rec<'a> {
     /// record of a batch, and what the in-memory state notes for it.
     pub timestamp: i64,
 }
+
+/// How long a transactional writer flushes before it serves a failure's report.
+const FLUSH_STEP: Duration = Duration::from_millis(5);
 
 /// Where one record's bytes sit in [`Recs::bytes`].
 struct Span {
@@ -536,15 +540,15 @@ impl TxnProducer {
     /// the outcome is unknown and the producer is given up ([`Failure::Lost`]).
     pub(crate) fn commit(&self, settings: &Settings) -> std::result::Result<(), Failure> {
         let deadline = Instant::now() + settings.timeout;
-        // Wait for the records to be acknowledged in short naps: the commit's own flush polls in
-        // steps of 100 ms (a 100 ms floor under every commit), and rdkafka's poll rounds its timeout
-        // down to whole milliseconds, so a 1 ms poll never blocks: it spun a core here. Successes
-        // need no poll (no report is made for them); a nap that doubles keeps a short wait short.
-        let mut nap = Duration::from_micros(20);
-        while self.producer.flush(Duration::ZERO).is_err() && Instant::now() < deadline {
+        // Send and wait for the records before committing: the commit's own flush is rdkafka's,
+        // which polls in steps of 100 ms (a 100 ms floor under every commit). Successes make no
+        // report; a failure's report is an event only a poll serves, so flush in short steps.
+        while !flush(
+            self.producer.client(),
+            deadline.min(Instant::now() + FLUSH_STEP),
+        ) && Instant::now() < deadline
+        {
             self.producer.poll(Duration::ZERO);
-            std::thread::sleep(nap);
-            nap = (nap * 2).min(Duration::from_micros(400));
         }
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
