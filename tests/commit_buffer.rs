@@ -320,18 +320,52 @@ fn corruption_before_the_end_is_refused_or_skipped_to_the_dead_letter_file() {
     );
 }
 
-/// A store write that takes a while (as a Kafka transaction does), recording what each write held.
+/// A store fault that holds every write, a fixed time (a slow store, as a Kafka transaction is) or
+/// until the test opens the gate, and records what each write held: `(seq, entries)`.
 #[derive(Debug, Default)]
-struct SlowWrites {
+struct HeldWrites {
+    delay: Duration,
+    gated: bool,
+    open: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
     writes: std::sync::Mutex<Vec<(u64, usize)>>,
 }
 
-impl connect_offsets::store::ApplyFault for SlowWrites {
+impl HeldWrites {
+    fn slow(delay: Duration) -> Self {
+        HeldWrites {
+            delay,
+            ..Default::default()
+        }
+    }
+
+    fn gated() -> Self {
+        HeldWrites {
+            gated: true,
+            ..Default::default()
+        }
+    }
+
+    fn open_gate(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
+    }
+
+    fn writes(&self) -> Vec<(u64, usize)> {
+        self.writes.lock().unwrap().clone()
+    }
+}
+
+impl connect_offsets::store::ApplyFault for HeldWrites {
     fn before_entry(&self, _: &connect_offsets::Batch, _: usize) -> connect_offsets::Result<()> {
         Ok(())
     }
     fn before_commit(&self, batch: &connect_offsets::Batch) -> connect_offsets::Result<()> {
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(self.delay);
+        if self.gated {
+            let open = self.open.lock().unwrap();
+            drop(self.opened.wait_while(open, |open| !*open).unwrap());
+        }
         self.writes
             .lock()
             .unwrap()
@@ -343,7 +377,7 @@ impl connect_offsets::store::ApplyFault for SlowWrites {
 #[test]
 fn batches_queued_behind_a_slow_store_are_written_together() {
     let sim = SimFs::new();
-    let slow = Arc::new(SlowWrites::default());
+    let slow = Arc::new(HeldWrites::slow(Duration::from_millis(20)));
     let store = Arc::new(MemoryStore::new().with_fault(slow.clone()));
     let buf = CommitBuffer::open(store.clone(), sim_config(&sim)).unwrap();
     // 60 one-offset commits, acknowledged once logged; key 0 gets every value, so a merged write
@@ -354,7 +388,7 @@ fn batches_queued_behind_a_slow_store_are_written_together() {
         assert_eq!(buf.commit_with(Durability::Local).wait().unwrap(), i as u64);
     }
     assert_eq!(buf.commit_with(Durability::Store).wait().unwrap(), 60);
-    let writes = slow.writes.lock().unwrap().clone();
+    let writes = slow.writes();
     let stats = buf.stats();
     assert_eq!(stats.applied_seq, 60);
     assert_eq!(stats.store_writes as usize, writes.len());
@@ -379,29 +413,6 @@ fn batches_queued_behind_a_slow_store_are_written_together() {
     buf.close().unwrap();
 }
 
-/// A store whose first write waits until the test opens the gate, recording what each write held.
-#[derive(Debug, Default)]
-struct GatedWrites {
-    open: std::sync::Mutex<bool>,
-    opened: std::sync::Condvar,
-    writes: std::sync::Mutex<Vec<(u64, usize)>>,
-}
-
-impl connect_offsets::store::ApplyFault for GatedWrites {
-    fn before_entry(&self, _: &connect_offsets::Batch, _: usize) -> connect_offsets::Result<()> {
-        Ok(())
-    }
-    fn before_commit(&self, batch: &connect_offsets::Batch) -> connect_offsets::Result<()> {
-        let open = self.open.lock().unwrap();
-        drop(self.opened.wait_while(open, |open| !*open).unwrap());
-        self.writes
-            .lock()
-            .unwrap()
-            .push((batch.seq, batch.entries.len()));
-        Ok(())
-    }
-}
-
 /// Big commits of the same keys queued behind a store are written once, with their newest values;
 /// a commit that would grow the write past the larger of 10,000 keys and its first batch's size
 /// waits for a write of its own.
@@ -409,7 +420,7 @@ impl connect_offsets::store::ApplyFault for GatedWrites {
 fn big_commits_of_the_same_keys_queued_behind_a_store_are_written_once() {
     const N: i64 = 12_000;
     let sim = SimFs::new();
-    let gate = Arc::new(GatedWrites::default());
+    let gate = Arc::new(HeldWrites::gated());
     let store = Arc::new(MemoryStore::new().with_fault(gate.clone()));
     let buf = CommitBuffer::open(store.clone(), sim_config(&sim)).unwrap();
     // Six commits of every key in 0..N, acknowledged once logged while the store holds the first...
@@ -427,10 +438,9 @@ fn big_commits_of_the_same_keys_queued_behind_a_store_are_written_once() {
         buf.offer(key(i), pos(i)).unwrap();
     }
     assert_eq!(buf.commit_with(Durability::Local).wait().unwrap(), 7);
-    *gate.open.lock().unwrap() = true;
-    gate.opened.notify_all();
+    gate.open_gate();
     assert_eq!(buf.commit_with(Durability::Store).wait().unwrap(), 7);
-    let writes = gate.writes.lock().unwrap().clone();
+    let writes = gate.writes();
     let n = N as usize;
     assert_eq!(writes, vec![(1, n), (6, n), (7, n)]);
     assert_eq!(buf.stats().store_writes, 3);
