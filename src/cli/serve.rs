@@ -384,69 +384,52 @@ impl Server {
         if doc.offsets.is_empty() {
             return Reply::error(400, NO_OFFSETS);
         }
-        let _guards = match self.lock_logs(name) {
-            Ok(g) => g,
-            Err(r) => return r,
-        };
-        let handle = match self.open() {
-            Ok(h) => h,
-            Err(e) => return self.store_error(e, name, true),
-        };
-        let store = handle.get();
-        match self.known(store, name) {
-            Ok(true) => {}
-            Ok(false) => return Self::not_found(name),
-            Err(e) => return self.store_error(e, name, true),
-        }
-        if let Err(r) = self.check_logs_applied(store) {
-            return r;
-        }
         let entries = doc.into_entries(name);
         let n = entries.len();
-        if let Err(e) = store.write(entries) {
-            return self.store_error(e, name, true);
+        if let Err(r) = self.modify(name, |store| store.write(entries)) {
+            return r;
         }
         tracing::info!(
             connector = name,
             entries = n,
             "offsets altered through the REST API"
         );
-        drop(handle);
-        self.known.insert(name.to_string());
         Reply::message(ALTERED)
     }
 
     fn reset_offsets(&mut self, name: &str) -> Reply {
-        let _guards = match self.lock_logs(name) {
-            Ok(g) => g,
+        match self.modify(name, |store| store.reset_namespace(name)) {
+            Ok(n) => tracing::info!(
+                connector = name,
+                partitions = n,
+                "offsets reset through the REST API"
+            ),
             Err(r) => return r,
-        };
-        let handle = match self.open() {
-            Ok(h) => h,
-            Err(e) => return self.store_error(e, name, true),
-        };
+        }
+        Reply::message(RESET)
+    }
+
+    /// Runs `change` on the store for connector `name` the way every modification must: the
+    /// connector's logs locked, the connector known, every logged batch applied. `Err` is the
+    /// reply that refused it.
+    fn modify<T>(
+        &mut self,
+        name: &str,
+        change: impl FnOnce(&dyn OffsetStore) -> Result<T>,
+    ) -> std::result::Result<T, Reply> {
+        let _guards = self.lock_logs(name)?;
+        let handle = self.open().map_err(|e| self.store_error(e, name, true))?;
         let store = handle.get();
         match self.known(store, name) {
             Ok(true) => {}
-            Ok(false) => return Self::not_found(name),
-            Err(e) => return self.store_error(e, name, true),
+            Ok(false) => return Err(Self::not_found(name)),
+            Err(e) => return Err(self.store_error(e, name, true)),
         }
-        if let Err(r) = self.check_logs_applied(store) {
-            return r;
-        }
-        match store.reset_namespace(name) {
-            Ok(n) => {
-                tracing::info!(
-                    connector = name,
-                    partitions = n,
-                    "offsets reset through the REST API"
-                );
-            }
-            Err(e) => return self.store_error(e, name, true),
-        }
+        self.check_logs_applied(store)?;
+        let done = change(store).map_err(|e| self.store_error(e, name, true))?;
         drop(handle);
         self.known.insert(name.to_string());
-        Reply::message(RESET)
+        Ok(done)
     }
 }
 
