@@ -5,8 +5,9 @@
 //! and from another process in `lag --json`, `lag` and `serve`'s `/metrics` (Kafka, the real
 //! broker).
 
+mod cli_util;
+use cli_util::run;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
@@ -189,20 +190,6 @@ fn offsets_moved_backwards_are_counted_but_resets_and_overrides_are_not() {
             .unwrap()
             .contains(&alarms::ALARMS_NAMESPACE.to_string())
     );
-}
-
-/// `connect-offsets ARGS` (exit code, stdout, stderr).
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
-        .args(args)
-        .env_remove("CONNECT_OFFSETS_STORE")
-        .output()
-        .expect("run connect-offsets");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
 }
 
 /// A worker's buffer over Kafka commits the same offset every 100 ms from a thread; another

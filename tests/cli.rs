@@ -1,19 +1,8 @@
 //! The command-line tool, run as a user would run it.
 #![cfg(all(feature = "cli", feature = "rocksdb"))]
 
-use std::process::{Command, Output};
-
-fn cli(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
-        .args(args)
-        .env_remove("CONNECT_OFFSETS_STORE")
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod cli_util;
+use cli_util::{cli, text};
 
 #[test]
 fn set_then_get_round_trips_through_rocksdb() {

@@ -5,8 +5,9 @@
 //! losing an offset offered meanwhile, and counts them in `connect_offsets_expired_total`; bad
 //! input is refused by name.
 
+mod cli_util;
+use cli_util::run;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -134,20 +135,6 @@ fn kafka_expires_exactly_the_stale_ones_and_keeps_times_over_a_reopen() {
             vec![(key("files-kafka", "/fresh"), pos(3)), (k.clone(), pos(7))]
         );
     }
-}
-
-/// `connect-offsets ARGS`: (exit code, stdout, stderr).
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
-        .args(args)
-        .env_remove("CONNECT_OFFSETS_STORE")
-        .output()
-        .expect("run connect-offsets");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
 }
 
 /// Records written by "a worker" 40 days ago with Connect's own bytes and record timestamps, one

@@ -9,8 +9,9 @@ mod http_util;
 #[path = "kafka_util/mod.rs"]
 mod kafka_util;
 
+mod cli_util;
+use cli_util::{cli, ok, refused, text};
 use std::path::Path;
-use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -397,36 +398,6 @@ fn memory_history_comes_back_from_the_log_once() {
         ]
     );
     buffer.close().unwrap();
-}
-
-fn cli(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
-        .args(args)
-        .env_remove("CONNECT_OFFSETS_STORE")
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status.code(),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
-
-/// Exit 1 and an error naming `what`; returns stderr.
-fn refused(out: &Output, what: &str) -> String {
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains(what), "expected `{what}` in: {err}");
-    err
 }
 
 /// The command line on RocksDB: `history` newest first (text, JSON, one partition, since a time),

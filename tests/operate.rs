@@ -2,8 +2,9 @@
 //! export, reset, import, migrate, lag; and the 100,000-partition migration round trip.
 #![cfg(all(feature = "cli", feature = "rocksdb"))]
 
+mod cli_util;
+use cli_util::{cli, cli_stdin, ok, text};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 use std::time::Instant;
 
 use connect_offsets::migrate::{MigrateOptions, migrate};
@@ -11,42 +12,6 @@ use connect_offsets::model::Batch;
 use connect_offsets::store::rocksdb::RocksDbStore;
 use connect_offsets::store::{MemoryStore, OffsetStoreExt};
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};
-
-fn cli(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
-        .args(args)
-        .env_remove("CONNECT_OFFSETS_STORE")
-        .output()
-        .unwrap()
-}
-
-fn cli_stdin(args: &[&str], input: &[u8]) -> Output {
-    use std::io::Write as _;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
-        .args(args)
-        .env_remove("CONNECT_OFFSETS_STORE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status.code(),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
 
 fn url(dir: &Path, name: &str) -> String {
     format!("rocksdb://{}", dir.join(name).display())

@@ -7,6 +7,8 @@ mod http_util;
 #[path = "kafka_util/mod.rs"]
 mod kafka_util;
 
+mod cli_util;
+use cli_util::{cli, ok, text};
 use std::process::{Command, Output};
 use std::time::Instant;
 
@@ -17,28 +19,6 @@ use connect_offsets::store::rocksdb::RocksDbStore;
 use connect_offsets::store::{MemoryStore, OffsetStoreExt};
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};
 use http_util::{Serve, request as call};
-
-fn cli(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
-        .args(args)
-        .env_remove("CONNECT_OFFSETS_STORE")
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status.code(),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
 
 fn keys(n: usize) -> Vec<(OffsetKey, Option<Offset>)> {
     (0..n)

@@ -1,26 +1,15 @@
 //! `connect-offsets wal inspect` and `wal repair` on logs written by a real commit buffer.
 #![cfg(feature = "cli")]
 
+mod cli_util;
+use cli_util::{cli, text};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::Arc;
 
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
 use connect_offsets::codec::json::{self, Json};
 use connect_offsets::store::MemoryStore;
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};
-
-fn cli(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
-        .args(args)
-        .env_remove("CONNECT_OFFSETS_STORE")
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn member<'a>(j: &'a Json, name: &str) -> &'a Json {
     let Json::Object(m) = j else {
