@@ -995,14 +995,16 @@ fn an_aborted_batch_is_invisible_to_read_committed_but_not_to_read_uncommitted()
 
 /// A writer's wait for its records is a flush, which sends whatever lingers at once: a batch is
 /// not held back by `linger.ms` (here 850 s, past the store's 300 s timeout), in either write
-/// mode, with its records on one topic partition (the marker right behind them) or on several.
+/// mode, with its records on one topic partition (the marker right behind them) or on several,
+/// nor when librdkafka's queue (here 10 records) fills before a batch is all sent.
 #[test]
 fn a_commit_does_not_wait_out_linger_ms() {
     for mode in ["transaction", "idempotent"] {
         let topic = TopicGuard::new("linger");
         let lingering = format!(
             "kafka://{}/{}?partitions=3&replication=1&write.mode={mode}&timeout.ms=300000\
-             &linger.ms=850000&delivery.timeout.ms=900000&transaction.timeout.ms=900000",
+             &linger.ms=850000&delivery.timeout.ms=900000&transaction.timeout.ms=900000\
+             &queue.buffering.max.messages=10",
             bootstrap(),
             &*topic
         );

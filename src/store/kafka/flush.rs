@@ -9,17 +9,21 @@
 //! librdkafka's flush waits on its count of undelivered messages instead of polling, and returns
 //! once every report was handled.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rdkafka::client::{Client, ClientContext};
 
+/// How long one flush waits where the caller must do something else in between (serve a failed
+/// record's report, retry a record the full queue refused).
+pub(crate) const STEP: Duration = Duration::from_millis(5);
+
 /// Flushes `client`'s producer until nothing is undelivered or `deadline` passes; true if nothing is.
+#[must_use = "false: records are still undelivered"]
 pub(crate) fn flush<C: ClientContext>(client: &Client<C>, deadline: Instant) -> bool {
     let left = deadline.saturating_duration_since(Instant::now());
     let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
     // SAFETY: `client` is a live producer handle (the borrow keeps it so for the call), and
     // `rd_kafka_flush` may be called from any thread, concurrently with produce and poll calls.
-    #[allow(unsafe_code)]
     let err = unsafe { rdkafka::bindings::rd_kafka_flush(client.native_ptr(), ms) };
     err == rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
 }

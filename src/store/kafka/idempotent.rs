@@ -7,7 +7,7 @@
 //! [`flush`](super::flush)).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::OwnedHeaders;
@@ -15,7 +15,7 @@ use rdkafka::producer::{Producer, ThreadedProducer};
 
 use super::client::{Ctx, auth_error, timeout_error};
 use super::config::Settings;
-use super::flush::flush;
+use super::flush::{STEP, flush};
 use super::write::{Failure, Rec, base_record, create};
 use crate::{Error, Result};
 
@@ -68,8 +68,9 @@ impl IdemProducer {
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r))
                     if Instant::now() < deadline =>
                 {
-                    // The polling thread makes room as reports come in.
-                    std::thread::sleep(Duration::from_millis(1));
+                    // Room comes as records are delivered: a full queue is sent at once, not
+                    // after `linger.ms` (the polling thread serves the reports).
+                    let _ = flush(self.producer.client(), deadline.min(Instant::now() + STEP));
                     record = r;
                 }
                 Err((e, _)) => {
@@ -93,7 +94,7 @@ impl IdemProducer {
         settings: &Settings,
     ) -> std::result::Result<(), Failure> {
         // Sends what lingers now (see `flush`); the count below says whether all of it landed.
-        flush(self.producer.client(), deadline);
+        let _ = flush(self.producer.client(), deadline);
         let ctx = self.producer.context();
         let got = ctx
             .deliveries

@@ -148,6 +148,7 @@ use std::time::{Duration, Instant};
 mod client;
 mod config;
 mod dead_letters;
+#[allow(unsafe_code)]
 mod flush;
 pub mod group;
 mod idempotent;

@@ -15,7 +15,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
 
 use super::client::{Ctx, auth_error, timeout_error};
 use super::config::{Settings, WriteMode, unique_suffix};
-use super::flush::flush;
+use super::flush::{STEP, flush};
 use super::idempotent::IdemProducer;
 use super::record::{marker_key, marker_value};
 use super::state::{Stamp, State};
@@ -38,8 +38,8 @@ pub(crate) struct Rec<'a> {
     pub timestamp: i64,
 }
 
-/// How long a transactional writer flushes before it serves a failure's report.
-const FLUSH_STEP: Duration = Duration::from_millis(5);
+/// Events a transactional producer serves at a time (an empty queue answers a poll at once).
+const EVENTS_PER_SERVE: usize = 64;
 
 /// Where one record's bytes sit in [`Recs::bytes`].
 struct Span {
@@ -526,13 +526,22 @@ impl TxnProducer {
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r))
                     if Instant::now() < deadline =>
                 {
-                    // Acknowledgements make room without a poll (see `commit`); serve failures.
-                    self.producer.poll(Duration::ZERO);
-                    std::thread::sleep(Duration::from_micros(200));
+                    // Room comes as records are delivered: send the full queue at once, not after
+                    // `linger.ms`, and serve failures (see `commit`).
+                    let _ = flush(self.producer.client(), deadline.min(Instant::now() + STEP));
+                    self.serve_events();
                     record = r;
                 }
                 Err((e, _)) => return Err(self.fail(&what(), &e, settings)),
             }
+        }
+    }
+
+    /// Serves the events waiting in the producer's queue (a failed record's report, errors, log
+    /// lines): nothing else polls it, and each poll takes one event.
+    fn serve_events(&self) {
+        for _ in 0..EVENTS_PER_SERVE {
+            self.producer.poll(Duration::ZERO);
         }
     }
 
@@ -543,13 +552,13 @@ impl TxnProducer {
         // Send and wait for the records before committing: the commit's own flush is rdkafka's,
         // which polls in steps of 100 ms (a 100 ms floor under every commit). Successes make no
         // report; a failure's report is an event only a poll serves, so flush in short steps.
-        while !flush(
-            self.producer.client(),
-            deadline.min(Instant::now() + FLUSH_STEP),
-        ) && Instant::now() < deadline
+        while !flush(self.producer.client(), deadline.min(Instant::now() + STEP))
+            && Instant::now() < deadline
         {
-            self.producer.poll(Duration::ZERO);
+            self.serve_events();
         }
+        // Log lines and errors queue up between commits too.
+        self.serve_events();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self
