@@ -56,6 +56,7 @@ use state::{Shared, State, lock};
 
 use crate::crash::{CrashHook, CrashPoint};
 use crate::metrics::{BufferSample, Sampled};
+use crate::model::{Batch, BuildKeyHasher};
 use crate::once::OnceOverride;
 use crate::store::OffsetStore;
 use crate::{Error, Offset, OffsetKey, Result};
@@ -318,6 +319,32 @@ impl CommitBuffer {
             }
         }
         self.store.get(key)
+    }
+
+    /// The committed partitions of connector `namespace` and their offsets: the store's, with the
+    /// batches logged but not yet applied over them.
+    pub fn partitions(&self, namespace: &str) -> Result<Vec<(OffsetKey, Offset)>> {
+        // The store first: a batch still in flight after the read is newer than what it returned
+        // (batches leave `in_flight` in order, once applied).
+        let mut merged: indexmap::IndexMap<OffsetKey, Offset, BuildKeyHasher> =
+            self.store.partitions(namespace)?.into_iter().collect();
+        let in_flight: Vec<Arc<Batch>> = lock(&self.shared).in_flight.iter().cloned().collect();
+        for batch in &in_flight {
+            for (key, offset) in batch.entries.iter() {
+                if key.namespace() != namespace {
+                    continue;
+                }
+                match offset {
+                    Some(o) => {
+                        merged.insert(key.clone(), o.clone());
+                    }
+                    None => {
+                        merged.shift_remove(key);
+                    }
+                }
+            }
+        }
+        Ok(merged.into_iter().collect())
     }
 
     /// The store underneath.
