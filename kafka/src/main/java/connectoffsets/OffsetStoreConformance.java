@@ -189,8 +189,24 @@ public final class OffsetStoreConformance {
                 + (rounds / 100) + " restarts");
     }
 
-    static void compare(Side ref, Side our, Map<String, List<Map<String, Object>>> pool, int round) {
+    static void compare(Side ref, Side our, Map<String, List<Map<String, Object>>> pool, int round) throws Exception {
+        JsonConverter keyConverter = converter(true);
         for (String c : CONNECTORS) {
+            // The raw bytes too: keys as the writer serializes them, values as this JVM wrote them.
+            List<ByteBuffer> keys = new ArrayList<>();
+            for (Map<String, Object> p : pool.get(c)) {
+                keys.add(ByteBuffer.wrap(keyConverter.fromConnectData(c, null, java.util.Arrays.asList(c, p))));
+            }
+            Map<ByteBuffer, ByteBuffer> rawExpected = ref.store.get(keys).get();
+            Map<ByteBuffer, ByteBuffer> rawActual = our.store.get(keys).get();
+            for (ByteBuffer k : keys) {
+                ByteBuffer e = rawExpected.get(k);
+                ByteBuffer a = rawActual.get(k);
+                if (e == null ? a != null : !e.equals(a)) {
+                    fail("round " + round + ", key " + text(k) + ": get() over " + ref.name + " gives the bytes "
+                            + (e == null ? null : text(e)) + ", over " + our.name + " " + (a == null ? null : text(a)));
+                }
+            }
             Map<Map<String, Object>, Map<String, Object>> expected = ref.readers.get(c).offsets(pool.get(c));
             Map<Map<String, Object>, Map<String, Object>> actual = our.readers.get(c).offsets(pool.get(c));
             for (Map<String, Object> p : pool.get(c)) {
@@ -213,6 +229,10 @@ public final class OffsetStoreConformance {
                         + ", over " + our.name + " " + ap);
             }
         }
+    }
+
+    static String text(ByteBuffer b) {
+        return StandardCharsets.UTF_8.decode(b.duplicate()).toString();
     }
 
     static Map<String, Object> partition(Random rnd, int i) {

@@ -18,6 +18,8 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 import org.apache.kafka.connect.errors.ConnectException;
 import org.apache.kafka.connect.json.JsonConverter;
+import org.apache.kafka.connect.json.JsonDeserializer;
+import org.apache.kafka.connect.json.JsonSerializer;
 import org.apache.kafka.connect.runtime.WorkerConfig;
 import org.apache.kafka.connect.storage.OffsetBackingStore;
 import org.apache.kafka.connect.util.Callback;
@@ -36,9 +38,9 @@ import org.apache.kafka.connect.util.Callback;
  * libconnect_offsets_jni.so instead of the copy inside this jar) and any property of the crate's
  * commit buffer under the same prefix, such as {@code offset.storage.connect-offsets.offsets.durability=store}.
  *
- * <p>Each {@code set} is one batch, appended to the log and synced before its callback runs (or
- * applied to the store too, with {@code offsets.durability=store}); {@code get} answers from memory
- * and the store. Safe for concurrent calls; {@code stop} twice is a no-op; any call after it fails.
+ * <p>{@code get} returns each value as this JVM's {@code JsonConverter} writes it (members in the
+ * order written). Each {@code set} is one batch, appended to the log and synced before its callback runs (or
+ * applied to the store too, with {@code offsets.durability=store}). Safe for concurrent calls; {@code stop} twice is a no-op; any call after it fails.
  */
 public class ConnectOffsetsBackingStore implements OffsetBackingStore {
     public static final String PREFIX = "offset.storage.connect-offsets.";
@@ -51,6 +53,8 @@ public class ConnectOffsetsBackingStore implements OffsetBackingStore {
     /** Held shared by every native call, exclusively by start and stop: a handle never outlives them. */
     private final ReadWriteLock lifecycle = new ReentrantReadWriteLock();
     private final JsonConverter keyConverter = new JsonConverter();
+    private final JsonDeserializer jsonIn = new JsonDeserializer();
+    private final JsonSerializer jsonOut = new JsonSerializer();
     private String url;
     private String logDir;
     private String nativeLibrary;
@@ -153,7 +157,7 @@ public class ConnectOffsetsBackingStore implements OffsetBackingStore {
             Map<ByteBuffer, ByteBuffer> map = new HashMap<>();
             for (int i = 0; i < values.length; i++) {
                 // The caller's own key objects: it looks the answers up by them.
-                map.put(order.get(i), values[i] == null ? null : ByteBuffer.wrap(values[i]));
+                map.put(order.get(i), values[i] == null ? null : ByteBuffer.wrap(respelled(values[i])));
             }
             result.complete(map);
         } catch (RuntimeException e) {
@@ -254,6 +258,14 @@ public class ConnectOffsetsBackingStore implements OffsetBackingStore {
         return new ConnectException(stopped
                 ? "offset store of " + url + " is stopped"
                 : "offset store of " + url + " is not started");
+    }
+
+    /**
+     * The value as this JVM's {@code JsonConverter} writes it: the crate keeps member order and
+     * spells doubles as JDK 19+ does; Jackson on this JVM spells them as the engine wrote them.
+     */
+    private byte[] respelled(byte[] value) {
+        return jsonOut.serialize("", jsonIn.deserialize("", value));
     }
 
     private static byte[] bytes(ByteBuffer buffer) {
