@@ -3,11 +3,14 @@
 //! inserted continuously while the engine's JVM is SIGKILLed at random moments and restarted.
 //!
 //! [`offsets_survive_sigkill`] runs one schedule (seeded: `DEBEZIUM_SEED`, printed) against each
-//! offset store in turn (`DEBEZIUM_STORES`, default `file,native`):
+//! offset store in turn (`DEBEZIUM_STORES`, default `file,native,native-kafka`):
 //! - `file`: Kafka's `FileOffsetBackingStore`, the usual choice: the comparison. What it lost is
 //!   reported, not asserted.
 //! - `native`: our `connectoffsets.jni.ConnectOffsetsBackingStore` on `rocksdb://` (its jar from
 //!   `scripts/java jar`): every check must hold.
+//! - `native-kafka`: the same class on a new Kafka Connect offsets topic of the test broker
+//!   (`KAFKA_BOOTSTRAP`, default 127.0.0.1:9092; a missing broker fails the test): every check
+//!   must hold.
 //! - `memory`: Kafka's `MemoryOffsetBackingStore`, never by default: it forgets everything at a
 //!   kill, and the checks fail for it (`DEBEZIUM_STORES=memory` shows that they bite).
 //!
@@ -28,6 +31,8 @@
 //! PostgreSQL (`/usr/lib/postgresql/15/bin`), Java 17+ (`JAVA`, default `java`) and Maven are needed;
 //! a missing one fails the test, never skips it. One JVM runs at a time.
 
+#![cfg(all(feature = "kafka", feature = "rocksdb"))]
+
 #[path = "kafka_util/scripts.rs"]
 mod scripts;
 
@@ -41,6 +46,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use connect_offsets::{OffsetKey, Partition};
 use scripts::{repo, script, script_output};
 
 /// Generous: this VM stops as a whole for up to 2 minutes at times (CONTRIBUTING.md).
@@ -229,6 +235,8 @@ enum Store {
     File,
     /// `connectoffsets.jni.ConnectOffsetsBackingStore` over `rocksdb://`.
     Native,
+    /// The same class over a Kafka Connect offsets topic on the test broker (`kafka://`).
+    NativeKafka,
     /// Kafka's `MemoryOffsetBackingStore`: loses everything at a kill (shows the checks bite).
     Memory,
 }
@@ -238,8 +246,11 @@ impl Store {
         match name.trim() {
             "file" => Store::File,
             "native" => Store::Native,
+            "native-kafka" => Store::NativeKafka,
             "memory" => Store::Memory,
-            other => panic!("DEBEZIUM_STORES: unknown store {other:?} (file, native, memory)"),
+            other => panic!(
+                "DEBEZIUM_STORES: unknown store {other:?} (file, native, native-kafka, memory)"
+            ),
         }
     }
 
@@ -247,6 +258,7 @@ impl Store {
         match self {
             Store::File => "file",
             Store::Native => "native",
+            Store::NativeKafka => "native-kafka",
             Store::Memory => "memory",
         }
     }
@@ -255,7 +267,7 @@ impl Store {
     fn class(self) -> &'static str {
         match self {
             Store::File => "org.apache.kafka.connect.storage.FileOffsetBackingStore",
-            Store::Native => "connectoffsets.jni.ConnectOffsetsBackingStore",
+            Store::Native | Store::NativeKafka => "connectoffsets.jni.ConnectOffsetsBackingStore",
             Store::Memory => "org.apache.kafka.connect.storage.MemoryOffsetBackingStore",
         }
     }
@@ -282,6 +294,13 @@ impl Store {
                     dir.join("log").display().to_string(),
                 ),
             ],
+            Store::NativeKafka => vec![
+                ("offset.storage.connect-offsets.url".into(), kafka_url()),
+                (
+                    "offset.storage.connect-offsets.log.dir".into(),
+                    dir.join("log").display().to_string(),
+                ),
+            ],
             Store::Memory => vec![],
         }
     }
@@ -291,7 +310,7 @@ impl Store {
     fn classpath(self) -> String {
         let it = it_classpath();
         match self {
-            Store::Native => {
+            Store::Native | Store::NativeKafka => {
                 let java = repo().join("scripts/java");
                 assert!(
                     java.is_file(),
@@ -654,7 +673,8 @@ fn run_store(
     let name = store.name();
     let dir = work_dir(name);
     let cp = store.classpath();
-    let db = format!("dbz_{name}");
+    // Also the slot's and the publication's name: lower case, digits and `_` only.
+    let db = format!("dbz_{}", name.replace('-', "_"));
     pg.sql("postgres", &format!("CREATE DATABASE {db}"));
     pg.sql(
         &db,
@@ -816,12 +836,32 @@ fn run_store(
     report
 }
 
+/// The offsets topic of the `native-kafka` store: new for each test run, on the test broker
+/// (`KAFKA_BOOTSTRAP`), with the client bounds of the other Kafka tests (this VM stops at times).
+fn kafka_url() -> String {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| {
+        let bootstrap =
+            std::env::var("KAFKA_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into());
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        format!(
+            "kafka://{bootstrap}/debezium-offsets-{}-{nanos}?partitions=5&replication=1&\
+             timeout.ms=300000&transaction.timeout.ms=600000",
+            std::process::id()
+        )
+    })
+    .clone()
+}
+
 /// Kafka's `FileOffsetBackingStore` beside ours, the same schedule, rows inserted throughout.
 #[test]
 fn offsets_survive_sigkill() {
     let _turn = one_at_a_time();
     let stores: Vec<Store> = std::env::var("DEBEZIUM_STORES")
-        .unwrap_or_else(|_| "file,native".into())
+        .unwrap_or_else(|_| "file,native,native-kafka".into())
         .split(',')
         .filter(|s| !s.trim().is_empty())
         .map(Store::parse)
@@ -852,12 +892,12 @@ fn offsets_survive_sigkill() {
     }
     println!("side by side:");
     println!(
-        "  store   runs  inserted  delivered  duplicates  missing  from-scratch  no-offsets  \
+        "  store         runs  inserted  delivered  duplicates  missing  from-scratch  no-offsets  \
          over-bound  failed-starts"
     );
     for r in &reports {
         println!(
-            "  {:<6}  {:>4}  {:>8}  {:>9}  {:>10}  {:>7}  {:>12}  {:>10}  {:>10}  {:>13}",
+            "  {:<12}  {:>4}  {:>8}  {:>9}  {:>10}  {:>7}  {:>12}  {:>10}  {:>10}  {:>13}",
             r.store.name(),
             r.runs,
             r.inserted,
@@ -869,6 +909,17 @@ fn offsets_survive_sigkill() {
             r.over_bound().len(),
             r.failed_starts.len()
         );
+    }
+    if stores.contains(&Store::NativeKafka) {
+        // What a Kafka Connect worker reading that topic finds: Debezium's offset under its key.
+        let topic = connect_offsets::open(&kafka_url()).expect("open the offsets topic");
+        let key = OffsetKey::new("dbz-it", Partition::new().with("server", "dbz"));
+        let offset = topic
+            .get(&key)
+            .expect("read the offsets topic")
+            .unwrap_or_else(|| panic!("no offset under {key:?} in the offsets topic"));
+        assert!(offset.get("lsn").is_some(), "{key:?} = {offset}");
+        println!("[native-kafka] the offsets topic holds {key:?} = {offset}");
     }
     let mut failed = Vec::new();
     for r in &reports {
