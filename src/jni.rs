@@ -28,7 +28,7 @@ struct Native {
     buffer: CommitBuffer,
     durability: Durability,
     max_pending: usize,
-    /// Held from a `set`'s first offer until its batch is logged, so each `set` is one batch.
+    /// Held from a `set`'s first offer until its batch is durable, so each `set` is one batch.
     sets: Mutex<()>,
 }
 
@@ -270,11 +270,10 @@ pub fn set<'l>(
                     None => native.buffer.offer_reset(k)?,
                 }
             }
-            native.buffer.commit_with(Durability::Local).wait()?
+            // Waited for under the lock: released earlier, the next set's offers could join
+            // this batch's seal halfway.
+            native.buffer.commit_with(native.durability).wait()?
         };
-        if native.durability == Durability::Store {
-            native.buffer.commit_with(Durability::Store).wait()?;
-        }
         Ok(seq as jlong)
     })
 }

@@ -324,11 +324,21 @@ impl CommitBuffer {
     /// The committed partitions of connector `namespace` and their offsets: the store's, with the
     /// batches logged but not yet applied over them.
     pub fn partitions(&self, namespace: &str) -> Result<Vec<(OffsetKey, Offset)>> {
-        // The store first: a batch still in flight after the read is newer than what it returned
-        // (batches leave `in_flight` in order, once applied).
+        // A batch applied (and so gone from `in_flight`) while the store is read might be in
+        // neither: read again until no batch was applied meanwhile.
+        let (stored, in_flight) = loop {
+            let before = lock(&self.shared).stats.applied_seq;
+            let stored = self.store.partitions(namespace)?;
+            let st = lock(&self.shared);
+            if st.stats.applied_seq == before {
+                break (
+                    stored,
+                    st.in_flight.iter().cloned().collect::<Vec<Arc<Batch>>>(),
+                );
+            }
+        };
         let mut merged: indexmap::IndexMap<OffsetKey, Offset, BuildKeyHasher> =
-            self.store.partitions(namespace)?.into_iter().collect();
-        let in_flight: Vec<Arc<Batch>> = lock(&self.shared).in_flight.iter().cloned().collect();
+            stored.into_iter().collect();
         for batch in &in_flight {
             for (key, offset) in batch.entries.iter() {
                 if key.namespace() != namespace {

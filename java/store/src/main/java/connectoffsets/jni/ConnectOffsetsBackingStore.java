@@ -117,7 +117,9 @@ public class ConnectOffsetsBackingStore implements OffsetBackingStore {
                 values[i] = utf8(bufferProperties.get(i)[1]);
             }
             handle = NativeStore.open(url, logDir, names, values);
-            executor = Executors.newCachedThreadPool(r -> {
+            // One thread: sets commit in the order they were made (the native side serializes
+            // them anyway), so an older set never lands after a newer one.
+            executor = Executors.newSingleThreadExecutor(r -> {
                 Thread t = new Thread(r, "connect-offsets-store-" + THREADS.incrementAndGet());
                 t.setDaemon(true);
                 return t;
@@ -178,19 +180,24 @@ public class ConnectOffsetsBackingStore implements OffsetBackingStore {
         }
         CompletableFuture<Void> result = new CompletableFuture<>();
         Runnable commit = () -> {
+            Throwable failure = null;
             try {
                 withHandle(h -> NativeStore.set(h, keys, vals));
-            } catch (RuntimeException e) {
+            } catch (Throwable e) {
+                failure = e instanceof RuntimeException ? e : new ConnectException(e.getMessage(), e);
+            }
+            try {
                 if (callback != null) {
-                    callback.onCompletion(e, null);
+                    callback.onCompletion(failure, null);
                 }
-                result.completeExceptionally(e);
-                return;
+            } finally {
+                // Completed whatever the callback does.
+                if (failure == null) {
+                    result.complete(null);
+                } else {
+                    result.completeExceptionally(failure);
+                }
             }
-            if (callback != null) {
-                callback.onCompletion(null, null);
-            }
-            result.complete(null);
         };
         ExecutorService ex = executorOrFail(result, callback);
         if (ex != null) {

@@ -61,7 +61,7 @@ final class NativeStore {
                         + property + "): " + e.getMessage(), e);
             }
         } else {
-            System.load(extract(property).toString());
+            extract(property);
         }
         String expected = jarVersion();
         String actual;
@@ -78,7 +78,8 @@ final class NativeStore {
         loadedFrom = from;
     }
 
-    private static Path extract(String property) {
+    /** Copies the jar's library to a temporary file, loads it and removes the copy. */
+    private static void extract(String property) {
         String os = System.getProperty("os.name", "").toLowerCase();
         String arch = System.getProperty("os.arch", "");
         if (!os.contains("linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
@@ -94,15 +95,16 @@ final class NativeStore {
             Path dir = Files.createTempDirectory("connect-offsets-jni");
             Path file = dir.resolve(LIBRARY);
             Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
-            file.toFile().deleteOnExit();
-            dir.toFile().deleteOnExit();
             try {
                 System.load(file.toString());
             } catch (UnsatisfiedLinkError e) {
                 throw new ConnectException("cannot load the native library this jar carries (copied to " + file
                         + "): " + e.getMessage(), e);
+            } finally {
+                // Loaded (mapped) or not, the copy is not needed again; a JVM killed later leaves none.
+                Files.deleteIfExists(file);
+                Files.deleteIfExists(dir);
             }
-            return file;
         } catch (IOException e) {
             throw new ConnectException("cannot copy the native library out of this jar to a temporary file: "
                     + e.getMessage(), e);
