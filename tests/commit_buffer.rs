@@ -518,12 +518,20 @@ fn big(mib: usize, n: i64) -> Offset {
     Offset::new().with("blob", format!("{n:08}").repeat(mib << 17))
 }
 
+/// A config for batches of hundreds of MiB: on a busy 2-core machine their encoding and checksums
+/// can outlast Connect's 5 s flush timeout, and time is not what these tests are about.
+fn big_config(sim: &SimFs) -> CommitBufferConfig {
+    let mut c = sim_config(sim);
+    c.flush_timeout = Duration::from_secs(300);
+    c
+}
+
 /// A commit whose batch no log frame can hold (over 256 MiB) is refused with an error saying so;
 /// nothing acknowledged before it is lost, and later commits go on.
 #[test]
 fn a_commit_too_large_for_a_log_frame_is_refused_clearly() {
     let sim = SimFs::new();
-    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap();
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), big_config(&sim)).unwrap();
     buf.offer(key(0), pos(1)).unwrap();
     buf.commit().wait().unwrap();
     for i in 1..=270 {
@@ -538,7 +546,7 @@ fn a_commit_too_large_for_a_log_frame_is_refused_clearly() {
     buf.offer(key(0), pos(2)).unwrap();
     assert_eq!(buf.commit().wait().unwrap(), 2, "the log goes on");
     drop(buf);
-    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap();
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), big_config(&sim)).unwrap();
     assert_eq!(buf.store().get(&key(0)).unwrap(), Some(pos(2)));
     assert_eq!(
         buf.store().get(&key(1)).unwrap(),
@@ -553,7 +561,7 @@ fn a_commit_too_large_for_a_log_frame_is_refused_clearly() {
 fn a_memory_state_larger_than_a_frame_compacts_and_reopens() {
     let sim = SimFs::new();
     let config = || {
-        let mut c = sim_config(&sim);
+        let mut c = big_config(&sim);
         c.segment_bytes = 64 << 20;
         c
     };
