@@ -159,30 +159,31 @@ pub fn encode_str(s: &str, out: &mut Vec<u8>) {
         out.push(b'"');
         return;
     }
-    let mut start = 0;
-    // By bytes: what needs escaping is ASCII or a character past U+FFFF, whose UTF-8 is the only
-    // kind to start with a byte of 0xF0 or more; the characters in between are copied as they are.
-    for (i, &b) in bytes.iter().enumerate() {
-        if b >= 0x20 && b != b'"' && b != b'\\' && b < 0xF0 {
-            continue;
-        }
-        let ch = s[i..]
-            .chars()
-            .next()
-            .expect("a character starts at a byte that is not a continuation");
-        let c = ch as u32;
-        out.extend_from_slice(&bytes[start..i]);
-        start = i + ch.len_utf8();
-        match ch {
-            '"' => out.extend_from_slice(b"\\\""),
-            '\\' => out.extend_from_slice(b"\\\\"),
-            '\u{8}' => out.extend_from_slice(b"\\b"),
-            '\t' => out.extend_from_slice(b"\\t"),
-            '\n' => out.extend_from_slice(b"\\n"),
-            '\u{c}' => out.extend_from_slice(b"\\f"),
-            '\r' => out.extend_from_slice(b"\\r"),
-            _ if c < 0x20 => push_u_escape(c as u16, out),
+    // Byte by byte into reserved room: a string of JSON (history's records) has a quote every few
+    // bytes, where copying the runs between escapes costs a call each. What needs escaping is ASCII
+    // or a character past U+FFFF, whose UTF-8 is the only kind to start with a byte of 0xF0 or
+    // more; the characters in between are copied as they are.
+    out.reserve(bytes.len() + bytes.len() / 4 + 1);
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        i += 1;
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0x20..0xF0 => out.push(b),
+            0x08 => out.extend_from_slice(b"\\b"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            0x0C => out.extend_from_slice(b"\\f"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            0..0x20 => push_u_escape(b as u16, out),
             _ => {
+                let ch = s[i - 1..]
+                    .chars()
+                    .next()
+                    .expect("a character starts at a byte that is not a continuation");
+                i += ch.len_utf8() - 1;
                 let mut units = [0u16; 2];
                 for unit in ch.encode_utf16(&mut units) {
                     push_u_escape(*unit, out);
@@ -190,7 +191,6 @@ pub fn encode_str(s: &str, out: &mut Vec<u8>) {
             }
         }
     }
-    out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
 }
 
