@@ -265,6 +265,82 @@ fn memory_log_stays_bounded_under_endless_commits() {
     );
 }
 
+/// The snapshot files of the log on `sim`, with their bytes.
+fn snapshots(sim: &SimFs) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    sim.durable_image()
+        .into_iter()
+        .filter(|(p, _)| p.extension().is_some_and(|e| e == "snap"))
+        .collect()
+}
+
+/// Compaction writes the memory store's JSON as it holds it (frame kind 3); a snapshot an earlier
+/// build wrote (kind 2, bincode values) still opens to the same offsets, and is replaced by a JSON
+/// one at the next compaction.
+#[test]
+fn snapshots_of_either_encoding_reopen_to_the_same_offsets() {
+    use connect_offsets::wal::frame::{self, FrameKind};
+    let sim = SimFs::new();
+    let config = || {
+        let mut c = sim_config(&sim);
+        c.segment_bytes = 4 << 10;
+        c
+    };
+    let commit_rounds = |buf: &CommitBuffer, rounds: std::ops::Range<i64>| {
+        for round in rounds {
+            for i in 0..50 {
+                buf.offer(key(i), pos(round * 100 + i)).unwrap();
+            }
+            buf.offer(OffsetKey::null_partition("n"), pos(round))
+                .unwrap();
+            buf.commit_with(Durability::Store).wait().unwrap();
+        }
+    };
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), config()).unwrap();
+    commit_rounds(&buf, 0..20);
+    drop(buf);
+    let snaps = snapshots(&sim);
+    let [(path, bytes)] = &snaps[..] else {
+        panic!(
+            "one snapshot: {:?}",
+            snaps.iter().map(|s| &s.0).collect::<Vec<_>>()
+        );
+    };
+    assert_eq!(
+        bytes[5],
+        FrameKind::JsonSnapshot as u8,
+        "compaction writes JSON"
+    );
+    let json = frame::decode(bytes).unwrap();
+    assert_eq!(json.len, bytes.len());
+    let mut old = Vec::new();
+    frame::encode(FrameKind::Snapshot, &json.batch, &mut old);
+    sim.put(path, &old);
+
+    let expect = |buf: &CommitBuffer, round: i64| {
+        assert_eq!(buf.get(&key(7)).unwrap(), Some(pos(round * 100 + 7)));
+        assert_eq!(
+            buf.get(&OffsetKey::null_partition("n")).unwrap(),
+            Some(pos(round))
+        );
+        assert_eq!(buf.store().partitions("c").unwrap().len(), 50);
+    };
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), config()).unwrap();
+    expect(&buf, 19);
+    commit_rounds(&buf, 20..40);
+    expect(&buf, 39);
+    drop(buf);
+    let snaps = snapshots(&sim);
+    assert!(
+        snaps
+            .iter()
+            .all(|(_, b)| b[5] == FrameKind::JsonSnapshot as u8)
+            && snaps[0].0 != *path,
+        "the old snapshot was replaced by a JSON one"
+    );
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), config()).unwrap();
+    expect(&buf, 39);
+}
+
 /// A simulated disk holding a log of three committed batches (offsets 1, 2, 3), all in segment 1.
 fn three_commits() -> SimFs {
     let sim = SimFs::new();
