@@ -592,7 +592,12 @@ impl Parser<'_> {
     fn string(&mut self) -> std::result::Result<String, String> {
         let start = self.i;
         self.i += 1;
-        let mut out = String::new();
+        // Bytes, checked as UTF-8 once at the end: JSON inside a string (history's records) has
+        // an escape every few bytes, and a check per run between them costs a call each.
+        let mut out = Vec::new();
+        let push = |out: &mut Vec<u8>, c: char| {
+            out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes())
+        };
         loop {
             // Copy the run of plain bytes up to the next quote, backslash or control byte.
             let run_start = self.i;
@@ -602,14 +607,18 @@ impl Parser<'_> {
                 }
                 self.i += 1;
             }
-            let run = std::str::from_utf8(&self.b[run_start..self.i])
-                .map_err(|e| format!("invalid UTF-8 at byte {}", run_start + e.valid_up_to()))?;
-            out.push_str(run);
+            out.extend_from_slice(&self.b[run_start..self.i]);
             match self.b.get(self.i) {
                 None => return Err(format!("unterminated string starting at byte {start}")),
                 Some(b'"') => {
                     self.i += 1;
-                    return Ok(out);
+                    return String::from_utf8(out).map_err(|_| {
+                        // Escapes are ASCII: the input's first bad byte is the string's.
+                        let at = std::str::from_utf8(&self.b[start..self.i])
+                            .err()
+                            .map_or(0, |e| e.valid_up_to());
+                        format!("invalid UTF-8 at byte {}", start + at)
+                    });
                 }
                 Some(b'\\') => {
                     self.i += 1;
@@ -618,14 +627,14 @@ impl Parser<'_> {
                     };
                     self.i += 1;
                     match e {
-                        b'"' => out.push('"'),
-                        b'\\' => out.push('\\'),
-                        b'/' => out.push('/'),
-                        b'b' => out.push('\u{8}'),
-                        b'f' => out.push('\u{c}'),
-                        b'n' => out.push('\n'),
-                        b'r' => out.push('\r'),
-                        b't' => out.push('\t'),
+                        b'"' => out.push(b'"'),
+                        b'\\' => out.push(b'\\'),
+                        b'/' => out.push(b'/'),
+                        b'b' => out.push(0x08),
+                        b'f' => out.push(0x0C),
+                        b'n' => out.push(b'\n'),
+                        b'r' => out.push(b'\r'),
+                        b't' => out.push(b'\t'),
                         b'u' => {
                             let at = self.i - 2;
                             let hi = self.hex4()?;
@@ -652,7 +661,7 @@ impl Parser<'_> {
                                 char::from_u32(u32::from(hi))
                             };
                             match ch {
-                                Some(c) => out.push(c),
+                                Some(c) => push(&mut out, c),
                                 None => {
                                     return Err(format!(
                                         "unpaired surrogate \\u{hi:04X} at byte {at}"
@@ -810,6 +819,17 @@ mod tests {
             push_int(i, &mut out);
             assert_eq!(String::from_utf8(out).unwrap(), i.to_string());
         }
+    }
+
+    #[test]
+    fn invalid_utf8_is_named_at_its_byte_after_escapes() {
+        let e = decode_map(b"{\"k\":\"ab\\\"c\xffd\"}", "offset value").unwrap_err();
+        assert!(e.to_string().contains("invalid UTF-8 at byte 11"), "{e}");
+        let ok = decode_map("{\"k\":\"a\\\"é\\u00e9\"}".as_bytes(), "offset value").unwrap();
+        assert_eq!(
+            ok.get("k"),
+            Some(&crate::model::Value::String("a\"éé".into()))
+        );
     }
 
     #[test]
