@@ -124,23 +124,13 @@ fn check_frame_bytes(bytes: &[u8]) {
             );
             let mut again = Vec::new();
             frame::encode(f.kind, &f.batch, &mut again);
-            if f.kind == FrameKind::JsonSnapshot {
-                // JSON has many spellings of one value: the batch, not the bytes, comes back.
-                let back = frame::decode(&again).map(|b| b.batch);
-                assert!(
-                    back.as_ref() == Ok(&f.batch),
-                    "a JSON snapshot frame re-encodes to another batch:\n  read {:?}\n  back {back:?}",
-                    f.batch
-                );
-            } else {
-                assert!(
-                    again == as_current_version(&bytes[..f.len]),
-                    "an accepted frame does not re-encode to its bytes:\n  read    {:?}\n  written {:?}\n  batch {:?}",
-                    &bytes[..f.len],
-                    again,
-                    f.batch
-                );
-            }
+            assert!(
+                again == as_current_version(&bytes[..f.len]),
+                "an accepted frame does not re-encode to its bytes:\n  read    {:?}\n  written {:?}\n  batch {:?}",
+                &bytes[..f.len],
+                again,
+                f.batch
+            );
             // What recovery relies on to call a frame cut short a torn write.
             assert!(
                 matches!(
@@ -318,8 +308,7 @@ pub fn wal_recovery_case(case: &WalCase) {
     let skippable = |bytes: &[u8], kind: FrameKind| -> Option<(u64, usize)> {
         let (k, writer, seq, len) = frame::decode_seq(bytes).ok()?;
         let (w, through) = case.skip.as_ref()?;
-        let same = k == kind || (k.is_snapshot() && kind.is_snapshot());
-        (same && writer == *w && seq <= *through).then_some((seq, len))
+        (k == kind && writer == *w && seq <= *through).then_some((seq, len))
     };
 
     // The rule, restated: what a crash may have left of a write, with no intact frame starting
@@ -372,13 +361,7 @@ pub fn wal_recovery_case(case: &WalCase) {
                 (Some(s), Some(snap)) => {
                     last_seq = snap.seq;
                     let parts = snapshot_frames(&s.bytes);
-                    if parts.len() == 1 && parts[0].kind == FrameKind::JsonSnapshot {
-                        assert!(
-                            parts[0].batch == *snap,
-                            "the recovered snapshot is not the whole newest snapshot file {}",
-                            s.name()
-                        );
-                    } else if parts.len() == 1 {
+                    if parts.len() == 1 {
                         let mut bytes = Vec::new();
                         frame::encode(FrameKind::Snapshot, snap, &mut bytes);
                         assert!(
@@ -392,7 +375,7 @@ pub fn wal_recovery_case(case: &WalCase) {
                         let mut merged = crate::model::Entries::default();
                         for f in &parts {
                             assert!(
-                                f.kind.is_snapshot()
+                                f.kind == FrameKind::Snapshot
                                     && f.batch.writer == snap.writer
                                     && f.batch.seq == snap.seq,
                                 "{} holds a frame of another snapshot",
@@ -518,7 +501,7 @@ pub fn wal_recovery_case(case: &WalCase) {
                         "policy Fail must stop at the newest snapshot"
                     );
                     assert!(
-                        !matches!(frame::decode(&f.bytes), Ok(fr) if fr.kind.is_snapshot() && fr.len == f.bytes.len())
+                        !matches!(frame::decode(&f.bytes), Ok(fr) if fr.kind == FrameKind::Snapshot && fr.len == f.bytes.len())
                             && skippable(&f.bytes, FrameKind::Snapshot)
                                 .is_none_or(|(_, len)| len != f.bytes.len()),
                         "{} is a whole snapshot frame but was called corrupt: {reason}",

@@ -340,12 +340,7 @@ impl WalInput {
                         let snapshot =
                             matches!(spec.kind, KindSpec::Snapshot | KindSpec::Unfinished);
                         let kind = if snapshot == (f.other_kind % 8 != 0) {
-                            // Both encodings: JSON (what compaction writes) and bincode (older builds').
-                            if f.other_kind & 16 == 0 {
-                                FrameKind::JsonSnapshot
-                            } else {
-                                FrameKind::Snapshot
-                            }
+                            FrameKind::Snapshot
                         } else {
                             FrameKind::Batch
                         };

@@ -131,7 +131,6 @@ fn kind(f: &FrameInfo) -> &'static str {
     match f.kind {
         Some(FrameKind::Batch) => "batch",
         Some(FrameKind::Snapshot) => "snapshot",
-        Some(FrameKind::JsonSnapshot) => "snapshot (JSON)",
         None => "-",
     }
 }

@@ -319,7 +319,4 @@ impl OffsetStore for HistoryStore {
     fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> {
         self.inner.change_times(keys)
     }
-    fn each_json(&self, each: &mut crate::store::JsonVisitor<'_>) -> Result<()> {
-        self.inner.each_json(each)
-    }
 }

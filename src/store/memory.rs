@@ -285,17 +285,6 @@ impl OffsetStore for MemoryStore {
         Ok(self.read()?.namespaces.keys().cloned().collect())
     }
 
-    fn each_json(&self, each: &mut super::JsonVisitor<'_>) -> Result<()> {
-        let state = self.read()?;
-        for (ns, entries) in &state.namespaces {
-            for e in entries {
-                let (partition, offset) = e.parts();
-                each(ns, partition, offset)?;
-            }
-        }
-        Ok(())
-    }
-
     fn persist(&self) -> Result<()> {
         Ok(())
     }

@@ -125,25 +125,7 @@ pub trait OffsetStore: Send + Sync + fmt::Debug {
     fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> {
         Ok(vec![None; keys.len()])
     }
-
-    /// Calls `each` with every stored offset as Connect's JSON (namespace, partition or `null`,
-    /// offset), for a snapshot of the whole store. A store that holds JSON (memory) hands over its
-    /// bytes without decoding them; the default encodes what [`partitions`](Self::partitions) reads.
-    fn each_json(&self, each: &mut JsonVisitor<'_>) -> Result<()> {
-        let (mut part, mut off) = (Vec::new(), Vec::new());
-        for ns in self.namespaces()? {
-            for (key, offset) in self.partitions(&ns)? {
-                crate::wal::frame::key_json(&key, &mut part);
-                crate::wal::frame::offset_json(Some(&offset), &mut off);
-                each(&ns, &part, &off)?;
-            }
-        }
-        Ok(())
-    }
 }
-
-/// What [`OffsetStore::each_json`] calls with each offset: namespace, partition JSON, offset JSON.
-pub type JsonVisitor<'a> = dyn FnMut(&str, &[u8], &[u8]) -> Result<()> + 'a;
 
 macro_rules! forward_store {
     ($($ptr:ty),*) => {$(
@@ -164,7 +146,6 @@ macro_rules! forward_store {
             fn sole_writer(&self) -> bool { (**self).sole_writer() }
             fn keeps_change_times(&self) -> bool { (**self).keeps_change_times() }
             fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> { (**self).change_times(keys) }
-            fn each_json(&self, each: &mut JsonVisitor<'_>) -> Result<()> { (**self).each_json(each) }
         }
     )*};
 }

@@ -4,7 +4,7 @@
 //! byte  size  field (all integers little-endian)
 //! 0     4     MAGIC       0x46_4F_43_21  ("!COF": connect-offsets frame)
 //! 4     1     VERSION     2
-//! 5     1     kind        1 = batch, 2 = snapshot (the whole store as of `seq`), 3 = JSON snapshot
+//! 5     1     kind        1 = batch, 2 = snapshot (the whole store as of `seq`)
 //! 6     2     reserved    0
 //! 8     4     length      payload bytes, at most MAX_PAYLOAD
 //! 12    4     crc32       crc32fast over bytes 4..12 (version, kind, reserved, length) and the payload
@@ -27,13 +27,6 @@
 //! Payload: `writer: String`, `seq: u64`, `entries: Vec<Entry>`; an entry is `namespace: String`,
 //! `partition: Option<Vec<(String, Value)>>`, `offset: Option<Vec<(String, Value)>>` (`None` = reset);
 //! a value is a `u8` tag (0 null, 1 bool, 2 i64, 3 f64, 4 string, 5 bytes) and its bincode body.
-//!
-//! A JSON snapshot (kind 3, what compaction writes) holds the store's entries as the Connect JSON a
-//! memory store keeps them in, so compaction copies bytes instead of decoding every value:
-//! `writer: String`, `seq: u64`, then entries to the end of the payload, each `namespace: String`,
-//! `partition: Vec<u8>` (a JSON object, or `null`), `offset: Vec<u8>` (a JSON object, or `null` for a
-//! reset). It is decoded into the same [`Batch`] as the other kinds (its JSON parsed once, at
-//! recovery); a batch re-encoded from it decodes to an equal batch.
 
 use bincode::de::Decoder;
 use bincode::de::read::Reader as _;
@@ -59,17 +52,8 @@ pub const MAX_PAYLOAD: usize = 256 << 20;
 pub enum FrameKind {
     /// One sealed batch.
     Batch = 1,
-    /// The whole store as of `seq`, its values in bincode (builds before JSON snapshots).
+    /// The whole store as of `seq` (memory store compaction).
     Snapshot = 2,
-    /// The whole store as of `seq`, its entries as Connect JSON (memory store compaction).
-    JsonSnapshot = 3,
-}
-
-impl FrameKind {
-    /// A snapshot of either encoding.
-    pub fn is_snapshot(self) -> bool {
-        self != FrameKind::Batch
-    }
 }
 
 /// bincode's standard configuration, with no limit of its own: a frame's length is checked against
@@ -112,114 +96,38 @@ impl std::fmt::Display for TooLarge {
 /// [`encode`], or [`TooLarge`] with `out` as it was.
 pub fn try_encode(kind: FrameKind, batch: &Batch, out: &mut Vec<u8>) -> Result<(), TooLarge> {
     let entries = batch.entries.iter();
-    if kind == FrameKind::JsonSnapshot {
-        let start = out.len();
-        begin_json(&batch.writer, batch.seq, out);
-        let (mut part, mut off) = (Vec::new(), Vec::new());
-        for (key, offset) in entries {
-            key_json(key, &mut part);
-            offset_json(offset.as_ref(), &mut off);
-            push_json(key.namespace(), &part, &off, out);
-        }
-        return seal(FrameKind::JsonSnapshot, start, batch.entries.len(), out);
-    }
     encode_parts(kind, &batch.writer, batch.seq, entries.len(), entries, out)
 }
 
-/// A key's partition as Connect's JSON, `null` for none, in `out` (emptied first).
-pub fn key_json(key: &OffsetKey, out: &mut Vec<u8>) {
-    out.clear();
-    match key.partition() {
-        None => out.extend_from_slice(b"null"),
-        Some(p) => crate::codec::json::encode_map(p, out),
-    }
+/// Appends a snapshot as frames of its own kind, as many as its size needs (each within the
+/// limit, the entries split in order); [`super::reader::read_snapshot`] reads them back as one.
+/// Fails only when a single entry is over the limit.
+pub fn encode_snapshot(snapshot: &Batch, out: &mut Vec<u8>) -> Result<(), TooLarge> {
+    encode_chunk(snapshot, snapshot.entries.as_slice(), out)
 }
 
-/// An offset as Connect's JSON, `null` for a reset, in `out` (emptied first).
-pub fn offset_json(offset: Option<&crate::Offset>, out: &mut Vec<u8>) {
-    out.clear();
-    match offset {
-        None => out.extend_from_slice(b"null"),
-        Some(o) => crate::codec::json::encode_value(o, out),
-    }
-}
-
-/// Writes a snapshot as JSON snapshot frames, entry by entry, starting a new frame (of the same
-/// writer and seq) whenever the next entry would take one past [`MAX_PAYLOAD`];
-/// [`super::reader::read_snapshot`] reads them back as one.
-pub struct JsonSnapshotWriter<'a> {
-    writer: &'a str,
-    seq: u64,
-    out: &'a mut Vec<u8>,
-    /// Where the frame being filled starts in `out`, and its entries so far.
-    start: usize,
-    in_frame: usize,
-    /// Payload bytes of the writer and seq that begin each frame.
-    prefix: usize,
-}
-
-impl<'a> JsonSnapshotWriter<'a> {
-    /// Starts the first frame in `out`.
-    pub fn new(writer: &'a str, seq: u64, out: &'a mut Vec<u8>) -> Self {
-        let start = out.len();
-        begin_json(writer, seq, out);
-        let prefix = out.len() - start - HEADER_LEN;
-        JsonSnapshotWriter {
-            writer,
-            seq,
-            out,
-            start,
-            in_frame: 0,
-            prefix,
+fn encode_chunk(
+    snapshot: &Batch,
+    entries: &indexmap::map::Slice<crate::OffsetKey, Option<crate::Offset>>,
+    out: &mut Vec<u8>,
+) -> Result<(), TooLarge> {
+    let all = entries.iter();
+    match encode_parts(
+        FrameKind::Snapshot,
+        &snapshot.writer,
+        snapshot.seq,
+        all.len(),
+        all,
+        out,
+    ) {
+        // Halves until each part fits: only a snapshot over the limit pays for the retries.
+        Err(_) if entries.len() > 1 => {
+            let (left, right) = entries.split_at(entries.len() / 2);
+            encode_chunk(snapshot, left, out)?;
+            encode_chunk(snapshot, right, out)
         }
+        other => other,
     }
-
-    /// Adds one entry (see the module's documentation for what the bytes are). Fails only for an
-    /// entry that no frame can hold, leaving the frames as they were.
-    pub fn push(
-        &mut self,
-        namespace: &str,
-        partition: &[u8],
-        offset: &[u8],
-    ) -> Result<(), TooLarge> {
-        let before = self.out.len();
-        push_json(namespace, partition, offset, self.out);
-        let entry = self.out.len() - before;
-        if self.prefix + entry > MAX_PAYLOAD {
-            self.out.truncate(before);
-            return Err(TooLarge {
-                entries: 1,
-                bytes: self.prefix + entry,
-            });
-        }
-        if self.out.len() - self.start - HEADER_LEN > MAX_PAYLOAD {
-            let entry = self.out.split_off(before);
-            seal(FrameKind::JsonSnapshot, self.start, self.in_frame, self.out)?;
-            self.start = self.out.len();
-            begin_json(self.writer, self.seq, self.out);
-            self.out.extend_from_slice(&entry);
-            self.in_frame = 0;
-        }
-        self.in_frame += 1;
-        Ok(())
-    }
-
-    /// Seals the last frame (a snapshot of an empty store is one frame of no entries).
-    pub fn finish(self) -> Result<(), TooLarge> {
-        seal(FrameKind::JsonSnapshot, self.start, self.in_frame, self.out)
-    }
-}
-
-/// Room for a header, then a JSON snapshot's writer and seq.
-fn begin_json(writer: &str, seq: u64, out: &mut Vec<u8>) {
-    out.extend_from_slice(&[0u8; HEADER_LEN]);
-    bincode::encode_into_std_write((writer, seq), out, CONFIG)
-        .expect("writing to a Vec cannot fail");
-}
-
-fn push_json(namespace: &str, partition: &[u8], offset: &[u8], out: &mut Vec<u8>) {
-    bincode::encode_into_std_write((namespace, partition, offset), out, CONFIG)
-        .expect("writing to a Vec cannot fail");
 }
 
 fn encode_parts<'a>(
@@ -243,12 +151,6 @@ fn encode_parts<'a>(
         CONFIG,
     )
     .expect("writing to a Vec cannot fail");
-    seal(kind, start, count, out)
-}
-
-/// Fills in the header of the frame that starts at `start` and runs to the end of `out`, or takes
-/// the frame out again when its payload is over [`MAX_PAYLOAD`] (`count`: its entries, for the error).
-fn seal(kind: FrameKind, start: usize, count: usize, out: &mut Vec<u8>) -> Result<(), TooLarge> {
     let len = out.len() - start - HEADER_LEN;
     if len > MAX_PAYLOAD {
         out.truncate(start);
@@ -317,13 +219,8 @@ pub fn decode(bytes: &[u8]) -> Result<Frame, FrameError> {
         total,
     } = check(bytes)?;
     let payload = &bytes[header_len..total];
-    let decoded = if kind == FrameKind::JsonSnapshot {
-        decode_json_snapshot(payload).map(|b| (BatchOwned(b), payload.len()))
-    } else {
-        bincode::decode_from_slice(payload, CONFIG)
-    };
-    let (owned, used): (BatchOwned, usize) =
-        decoded.map_err(|e| FrameError::Corrupt(format!("bad payload: {e}")))?;
+    let (owned, used): (BatchOwned, usize) = bincode::decode_from_slice(payload, CONFIG)
+        .map_err(|e| FrameError::Corrupt(format!("bad payload: {e}")))?;
     if used != payload.len() {
         return Err(FrameError::Corrupt(format!(
             "{} stray bytes after the payload",
@@ -334,47 +231,6 @@ pub fn decode(bytes: &[u8]) -> Result<Frame, FrameError> {
         kind,
         batch: owned.0,
         len: total,
-    })
-}
-
-/// A JSON snapshot's payload as a batch, its JSON parsed.
-fn decode_json_snapshot(payload: &[u8]) -> Result<Batch, DecodeError> {
-    use bincode::de::{DecoderImpl, read::SliceReader};
-    let mut d = DecoderImpl::new(SliceReader::new(payload), CONFIG, ());
-    let writer = decode_string(&mut d)?;
-    let seq = decode_varint(&mut d)?;
-    let mut entries = crate::model::Entries::default();
-    let json = |n: usize, what: &str, e: crate::Error| {
-        DecodeError::OtherString(format!("entry {n} of a JSON snapshot: {what}: {e}"))
-    };
-    while d.reader().peek_read(1).is_some() {
-        let namespace = decode_string(&mut d)?;
-        let partition = decode_byte_vec(&mut d)?;
-        let offset = decode_byte_vec(&mut d)?;
-        let key = if partition == b"null" {
-            OffsetKey::null_partition(namespace)
-        } else {
-            let p = crate::codec::json::decode_map(&partition, "offset key")
-                .map_err(|e| json(entries.len(), "partition", e))?;
-            OffsetKey::new(namespace, p)
-        };
-        let offset = if offset == b"null" {
-            None
-        } else {
-            let o = crate::codec::json::decode_map(&offset, "offset value")
-                .map_err(|e| json(entries.len(), "offset", e))?;
-            Some(o)
-        };
-        if entries.insert(key.clone(), offset).is_some() {
-            return Err(DecodeError::OtherString(format!(
-                "key {key:?} repeated in one snapshot frame"
-            )));
-        }
-    }
-    Ok(Batch {
-        writer,
-        seq,
-        entries,
     })
 }
 
@@ -424,7 +280,6 @@ fn check(bytes: &[u8]) -> Result<Checked, FrameError> {
     let kind = match bytes.get(5) {
         None | Some(1) => FrameKind::Batch,
         Some(2) => FrameKind::Snapshot,
-        Some(3) => FrameKind::JsonSnapshot,
         Some(k) => return Err(FrameError::Corrupt(format!("unknown frame kind {k}"))),
     };
     // Only zero is written: anything else would not re-encode to the same bytes.
@@ -841,85 +696,6 @@ mod tests {
         }
     }
 
-    /// `sample()` as a memory store holds it: JSON, so the bytes value reads back as a string.
-    fn sample_as_json() -> Batch {
-        let mut b = sample();
-        let blob = OffsetKey::new("d", Partition::new().with("blob", vec![1u8, 2]));
-        let offset = b.entries.shift_remove(&blob).expect("the blob entry");
-        let mut spelled = Vec::new();
-        key_json(&blob, &mut spelled);
-        let p = crate::codec::json::decode_map(&spelled, "key").expect("its JSON");
-        b.entries.insert(OffsetKey::new("d", p), offset);
-        b
-    }
-
-    #[test]
-    fn a_json_snapshot_reads_back_as_the_batch() {
-        let mut buf = Vec::new();
-        encode(FrameKind::JsonSnapshot, &sample(), &mut buf);
-        let frame = decode(&buf).expect("decodes");
-        assert_eq!(frame.kind, FrameKind::JsonSnapshot);
-        assert_eq!(frame.batch, sample_as_json());
-        assert_eq!(decode_seq(&buf).expect("its seq").2, 7);
-        let mut again = Vec::new();
-        encode(FrameKind::JsonSnapshot, &frame.batch, &mut again);
-        assert_eq!(decode(&again).expect("decodes").batch, frame.batch);
-        for cut in 0..buf.len() {
-            assert!(
-                matches!(decode(&buf[..cut]), Err(FrameError::Incomplete { .. })),
-                "cut at {cut}"
-            );
-        }
-        for i in 0..buf.len() * 8 {
-            let mut bad = buf.clone();
-            bad[i / 8] ^= 1 << (i % 8);
-            assert!(decode(&bad).is_err(), "bit {i} of a JSON snapshot");
-        }
-    }
-
-    /// The writer fills a frame up to the limit and starts the next one with the entry that did
-    /// not fit; an entry no frame can hold is refused and leaves the frames as they were.
-    #[test]
-    fn the_json_snapshot_writer_splits_at_the_frame_limit() {
-        let blob = format!("{{\"b\":\"{}\"}}", "7".repeat(MAX_PAYLOAD / 4)).into_bytes();
-        let mut out = Vec::new();
-        let mut w = JsonSnapshotWriter::new("w", 5, &mut out);
-        for i in 0..4 {
-            w.push("c", format!("{{\"i\":{i}}}").as_bytes(), &blob)
-                .expect("fits");
-        }
-        let huge = format!("{{\"b\":\"{}\"}}", "1".repeat(MAX_PAYLOAD)).into_bytes();
-        let e = w
-            .push("c", b"{\"i\":9}", &huge)
-            .expect_err("over the limit");
-        assert_eq!(e.entries, 1);
-        w.finish().expect("sealed");
-        let first = decode(&out).expect("first frame");
-        let second = decode(&out[first.len..]).expect("second frame");
-        assert_eq!(first.len + second.len, out.len());
-        assert_eq!(
-            (first.batch.entries.len(), second.batch.entries.len()),
-            (3, 1)
-        );
-        assert_eq!((second.batch.writer.as_str(), second.batch.seq), ("w", 5));
-        let want = |i: i64| OffsetKey::new("c", Partition::new().with("i", i));
-        assert!(second.batch.entries.contains_key(&want(3)));
-        assert!(!first.batch.entries.contains_key(&want(9)));
-    }
-
-    #[test]
-    fn a_json_snapshot_entry_that_is_not_json_is_corrupt() {
-        let mut out = Vec::new();
-        let mut w = JsonSnapshotWriter::new("w", 1, &mut out);
-        w.push("c", b"{\"f\":", b"{\"p\":1}").expect("fits");
-        w.finish().expect("sealed");
-        let e = decode(&out).expect_err("not JSON");
-        assert!(
-            matches!(&e, FrameError::Corrupt(m) if m.contains("entry 0 of a JSON snapshot: partition")),
-            "{e}"
-        );
-    }
-
     /// A batch that fits a frame decodes, however many small values it has: bincode's limit
     /// counts every varint as 8 bytes read, so a frame checked against it would refuse batches a
     /// quarter full of small values (acknowledged, then unreadable at recovery).
@@ -944,8 +720,11 @@ mod tests {
         assert!(buf.len() > MAX_PAYLOAD / 4, "{} bytes", buf.len());
         let frame = decode(&buf).expect("decodes");
         assert_eq!(frame.batch.entries.len(), 150_000);
-        let mut json = Vec::new();
-        try_encode(FrameKind::JsonSnapshot, &batch, &mut json).expect("within the limit");
-        assert_eq!(decode(&json).expect("decodes").batch.entries.len(), 150_000);
+        let mut snapshot = Vec::new();
+        encode_snapshot(&batch, &mut snapshot).expect("within the limit");
+        assert_eq!(
+            decode(&snapshot).expect("decodes").batch.entries.len(),
+            150_000
+        );
     }
 }

@@ -28,6 +28,7 @@ use crate::dead_letter::{DeadLetter, DeadLetterFile};
 use crate::fs::{WalFile, WalFs};
 use crate::model::Batch;
 use crate::{Error, Result};
+use frame::FrameKind;
 use reader::{Item, SegmentReader};
 
 /// What recovery does with bytes that fail their checks before the end of the log.
@@ -211,8 +212,7 @@ impl WalDir {
                 .fs
                 .read(&path)
                 .map_err(|e| self.io("read snapshot", &path, e))?;
-            if let Ok((kind, writer, seq, len)) = frame::decode_seq(&bytes)
-                && kind.is_snapshot()
+            if let Ok((FrameKind::Snapshot, writer, seq, len)) = frame::decode_seq(&bytes)
                 && len == bytes.len()
                 && skippable(&writer, seq)
             {
@@ -411,10 +411,12 @@ impl WalDir {
         Ok(doomed.len())
     }
 
-    /// Writes `bytes`, the snapshot frames of the whole store as of the end of closed segment
-    /// `through_gen` (see [`frame::JsonSnapshotWriter`]), and removes every older segment and
-    /// snapshot.
-    pub fn compact(&self, bytes: &[u8], through_gen: u64) -> Result<()> {
+    /// Writes `snapshot` (the whole store as of the end of closed segment `through_gen`) and removes
+    /// every older segment and snapshot.
+    pub fn compact(&self, snapshot: &Batch, through_gen: u64) -> Result<()> {
+        let mut bytes = Vec::new();
+        frame::encode_snapshot(snapshot, &mut bytes)
+            .map_err(|e| Error::InvalidData(format!("cannot compact the log: {e}")))?;
         let name = snapshot_name(through_gen);
         let tmp = self.dir.join(format!("{name}.tmp"));
         let path = self.dir.join(&name);
@@ -425,7 +427,7 @@ impl WalDir {
                 .map_err(|e| self.io("create snapshot", &tmp, e))?;
             f.truncate(0)
                 .map_err(|e| self.io("truncate snapshot", &tmp, e))?;
-            f.append(bytes)
+            f.append(&bytes)
                 .map_err(|e| self.io("write snapshot", &tmp, e))?;
             self.hook(CrashPoint::InsideCompaction)?;
             f.sync().map_err(|e| self.io("sync snapshot", &tmp, e))?;

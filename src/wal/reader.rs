@@ -168,7 +168,7 @@ fn crc_state(e: &FrameError) -> Option<bool> {
 }
 
 /// How a snapshot file reads: whole snapshot frames of one writer and seq back to back (one,
-/// unless the snapshot is over a frame's limit: see [`frame::JsonSnapshotWriter`]) as one frame, or
+/// unless the snapshot is over a frame's limit: see [`frame::encode_snapshot`]) as one frame, or
 /// corrupt from byte 0.
 pub fn read_snapshot(bytes: &[u8]) -> Result<frame::Frame, Region> {
     let bad = |reason: String, crc_ok: Option<bool>| Region {
@@ -181,14 +181,8 @@ pub fn read_snapshot(bytes: &[u8]) -> Result<frame::Frame, Region> {
     let mut at = 0;
     while at < bytes.len() || whole.is_none() {
         let f = frame::decode(&bytes[at..]).map_err(|e| bad(e.to_string(), crc_state(&e)))?;
-        if !f.kind.is_snapshot() {
+        if f.kind != FrameKind::Snapshot {
             return Err(bad("not a snapshot frame".to_string(), Some(true)));
-        }
-        if whole.as_ref().is_some_and(|w| w.kind != f.kind) {
-            return Err(bad(
-                "snapshot frames of two encodings".to_string(),
-                Some(true),
-            ));
         }
         at += f.len;
         match &mut whole {

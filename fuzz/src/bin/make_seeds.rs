@@ -29,11 +29,6 @@ fn main() -> std::io::Result<()> {
     )?;
     write(
         "frame_decode",
-        "json-snapshot",
-        &frame(&batch(9), FrameKind::JsonSnapshot),
-    )?;
-    write(
-        "frame_decode",
         "empty-batch",
         &frame(&Batch::new("w", 1, []), FrameKind::Batch),
     )?;
@@ -79,17 +74,6 @@ fn main() -> std::io::Result<()> {
             ),
             seg(3, frames[1].clone()),
             seg(4, frames[2].clone()),
-        ],
-    )?;
-    wal(
-        "json-snapshot-and-segments",
-        vec![
-            file(
-                CaseFileKind::Snapshot,
-                2,
-                frame(&batch(1), FrameKind::JsonSnapshot),
-            ),
-            seg(3, frames[1].clone()),
         ],
     )?;
     wal(
