@@ -204,6 +204,41 @@ fn kafka_records_and_rewinds_across_reopens() {
     );
 }
 
+/// A batch of two connectors, their partitions given out of order: each connector's record holds
+/// its own, and reads back in partition order (records keep the batch's order, `read` sorts).
+#[test]
+fn a_batch_of_two_connectors_reads_back_per_connector_in_partition_order() {
+    let store = with_history(MemoryStore::new(), week());
+    let other = |t: &str| OffsetKey::new("other", Partition::new().with("table", t));
+    let batch = Batch::new(
+        "w",
+        1,
+        [
+            (key("c"), pos(3)),
+            (other("z"), pos(9)),
+            (key("a"), pos(1)),
+            (other("y"), pos(8)),
+            (key("b"), pos(2)),
+        ],
+    );
+    store.apply(&batch).unwrap();
+    assert_eq!(
+        rows(&store),
+        vec![
+            row("a", 1, None, pos(1)),
+            row("b", 1, None, pos(2)),
+            row("c", 1, None, pos(3)),
+        ]
+    );
+    let tables: Vec<_> = history::read(&store, "other")
+        .unwrap()
+        .changes
+        .into_iter()
+        .map(|c| (c.key, c.to))
+        .collect();
+    assert_eq!(tables, vec![(other("y"), pos(8)), (other("z"), pos(9))]);
+}
+
 /// Retention by time: a record past it goes with the next batch, and the rewind horizon moves to
 /// it; times from the horizon on are still reached exactly (worked back from the current offsets).
 #[test]
@@ -887,8 +922,9 @@ fn moves_of(store: &dyn OffsetStore, connector: &str) -> Vec<Move> {
 /// A store nothing else writes (memory, RocksDB) is not read for the "before" of a partition the
 /// recorder already knows, and what it records is what a recorder reading every batch records:
 /// the same moves over two connectors, repeated offsets (no move), resets, offsets set again, a
-/// tool's write, a replayed batch and a rewind. (Remembering nothing new after a batch, or
-/// remembering a batch the store refused, makes the histories differ.)
+/// tool's write, a replayed batch and a rewind, most batches staged ahead (`prepare`), some
+/// before other writes. (Remembering nothing new after a batch, remembering a batch the store
+/// refused, or applying a stage made before another write makes the histories differ.)
 #[test]
 fn remembered_offsets_record_what_reading_them_records() {
     let dir = tempfile::tempdir().unwrap();
@@ -936,15 +972,27 @@ fn remembered_offsets_record_what_reading_them_records() {
                 };
                 entries.push((k, v));
             }
-            batches.push(Batch::new("w", seq, entries));
+            batches.push(Arc::new(Batch::new("w", seq, entries)));
         }
         for (i, batch) in batches.iter().enumerate() {
+            // The remembering recorder stages most batches ahead, as a commit buffer has it do
+            // while it logs them (batches 21 and 41 before the writes below).
+            if i % 5 != 0 && i != 21 && i != 41 {
+                assert!(a.prepare(batch));
+            }
             for store in [&a, &b] {
                 store.apply(batch).unwrap();
+                if (i == 20 || i == 40) && std::ptr::eq(store, &a) {
+                    assert!(a.prepare(&batches[i + 1]));
+                }
                 if i == 20 {
-                    // A replay of an earlier batch, and a tool's write.
+                    // A replay of an earlier batch, and a tool's write of a partition the next
+                    // batch moves.
                     store.apply(&batches[5]).unwrap();
-                    store.set(key("t1"), Offset::new().with("lsn", 99)).unwrap();
+                    let next = batches[i + 1].entries.keys().next().unwrap();
+                    store
+                        .set(next.clone(), Offset::new().with("lsn", 99))
+                        .unwrap();
                 }
                 if i == 40 {
                     let now = time::now_us();

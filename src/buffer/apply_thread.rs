@@ -1,4 +1,6 @@
-//! The apply thread: takes the batches the log thread logged, in log order, writes the ones queued
+//! The apply thread: offers the store each batch the log thread is about to log when it has nothing
+//! else to do, so that the store's preparation overlaps the log's sync; takes the batches the log
+//! thread logged, in log order, writes the ones queued
 //! behind each other to the store in one write (within [`COALESCE_ENTRIES`] distinct keys, or the
 //! first batch's size), retries a store
 //! that fails until it takes the batch, acks `Store` tickets, hands the applied maps to the log
@@ -32,6 +34,9 @@ pub(super) enum Job {
     /// An epoch with nothing to apply (empty, or its write failed): decided once the batches
     /// before it are applied.
     Mark { epoch: u64 },
+    /// A batch just sealed, before its log write: the store may prepare it
+    /// ([`OffsetStore::prepare`]) if nothing else is queued.
+    Prepare(Arc<Batch>),
 }
 
 pub(super) struct ApplyThread {
@@ -78,6 +83,18 @@ impl ApplyThread {
                 },
             };
             match job {
+                Job::Prepare(batch) => {
+                    // Only while idle: a queued job means the store lags, and a batch behind it
+                    // may be merged with others before it is applied.
+                    match rx.try_recv() {
+                        Ok(job) => next = Some(job),
+                        Err(_) => {
+                            if !self.store.prepare(&batch) {
+                                self.shared.prepares.store(false, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                }
                 Job::Mark { epoch } => {
                     lock(&self.shared).applied = epoch;
                     self.shared.notify();
@@ -98,6 +115,7 @@ impl ApplyThread {
                     let mut keys: Option<KeySet> = None;
                     while scanned < COALESCE_SCAN {
                         let job = match rx.try_recv() {
+                            Ok(Job::Prepare(_)) => continue,
                             Ok(job) => job,
                             Err(_) => break,
                         };

@@ -133,13 +133,17 @@ impl LogThread {
         let shared = Arc::clone(&self.shared);
         let started = Instant::now();
         let seq = self.seq + 1;
-        let batch = Batch {
+        let batch = Arc::new(Batch {
             writer: shared.writer.clone(),
             seq,
             entries,
-        };
+        });
         if let Some(observe) = &self.observer {
             observe(&batch);
+        }
+        if shared.prepares.load(Ordering::Relaxed) {
+            // A hint: when the apply thread is busy or the queue full, the batch is not prepared.
+            let _ = self.tx.try_send(Job::Prepare(Arc::clone(&batch)));
         }
         self.buf.clear();
         if let Err(e) = frame::try_encode(frame::FrameKind::Batch, &batch, &mut self.buf) {
@@ -155,7 +159,6 @@ impl LogThread {
             Ok(()) => {
                 self.seq = seq;
                 let elapsed = started.elapsed();
-                let batch = Arc::new(batch);
                 {
                     let mut st = lock(&shared);
                     st.durable = epoch;
@@ -226,6 +229,7 @@ impl LogThread {
             }
             Err(AppendError::NotWritten(e)) => {
                 tracing::warn!(writer = %shared.writer, seq, error = %e, "log write failed; offsets merged back for the next commit");
+                let batch = unshared(batch);
                 let e = Arc::new(e);
                 let mut st = lock(&shared);
                 st.failed.insert(epoch, Arc::clone(&e));
@@ -239,7 +243,7 @@ impl LogThread {
                 self.tx.send(Job::Mark { epoch }).is_ok()
             }
             Err(AppendError::Poisoned(e)) => {
-                self.poison(epoch, e, Some((batch.entries, oldest)));
+                self.poison(epoch, e, Some((unshared(batch).entries, oldest)));
                 false
             }
         }
@@ -287,4 +291,10 @@ impl LogThread {
         drop(st);
         self.shared.notify();
     }
+}
+
+/// The batch back from its `Arc`: a copy while the store still holds the one it was offered to
+/// prepare (only on a failed write).
+fn unshared(batch: Arc<Batch>) -> Batch {
+    Arc::try_unwrap(batch).unwrap_or_else(|shared| (*shared).clone())
 }

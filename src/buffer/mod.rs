@@ -160,6 +160,7 @@ impl CommitBuffer {
             active_bytes: AtomicU64::new(0),
             pending: pending::Pending::default(),
             stopping: AtomicBool::new(false),
+            prepares: AtomicBool::new(true),
             wal: Arc::clone(&wal),
         });
         lock(&shared).epoch_seq.insert(0, last_seq);

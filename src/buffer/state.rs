@@ -64,6 +64,9 @@ pub(super) struct Shared {
     pub(super) pending: Pending,
     /// Set with `closing`, `closed` or `poisoned`: offers take the state lock to see which.
     pub(super) stopping: AtomicBool,
+    /// The store prepares batches ([`OffsetStore::prepare`](crate::OffsetStore::prepare)): the
+    /// log thread offers each one as it seals it. Cleared by the first refusal.
+    pub(super) prepares: AtomicBool,
 }
 
 #[derive(Default)]

@@ -107,7 +107,7 @@ impl HistoryConfig {
 pub struct History {
     /// The oldest time a rewind reaches (µs), `None` when the store holds no history.
     pub horizon_us: Option<i64>,
-    /// Every retained change of the connector, oldest first.
+    /// Every retained change of the connector, oldest first (a batch's in partition order).
     pub changes: Vec<Change>,
 }
 
@@ -146,6 +146,12 @@ pub fn read(store: &dyn OffsetStore, connector: &str) -> Result<History> {
     });
     for (_, c) in decoded {
         changes.extend(c);
+    }
+    // A batch's partitions in key order (its records hold them as the batch had them).
+    for batch in
+        changes.chunk_by_mut(|a, b| (a.at_us, a.seq, &a.writer) == (b.at_us, b.seq, &b.writer))
+    {
+        batch.sort_by(|a, b| a.key.cmp(&b.key));
     }
     Ok(History {
         horizon_us,

@@ -4,6 +4,7 @@
 //! key    {"connector":C,"writer":W,"seq":S,"part":P}            a sequenced batch (a commit buffer's)
 //!        {"connector":C,"writer":"","seq":0,"part":P,"at_us":T}  an unsequenced write (a tool's)
 //! value  {"at_us":T,"changes":"[[partition,from,to],...]"}      from/to: offset JSON or null (reset)
+//!        (the changes' JSON spelled with `'` for `"` when it holds no `'` or `\`: see quote_free)
 //! key    {"horizon":"history"}  value {"at_us":H}               the oldest time a rewind can reach
 //! ```
 //!
@@ -68,8 +69,13 @@ pub(crate) fn horizon_value(at_us: i64) -> Offset {
     Offset::new().with("at_us", at_us)
 }
 
-/// The record of `changes`, applied at `at_us`: their JSON is copied in as it is, in one pass.
-pub(crate) fn record_value(at_us: i64, changes: &[Staged<'_>]) -> Offset {
+/// The record of `changes` (their [`changes_json`]), applied at `at_us`.
+pub(crate) fn record_value(at_us: i64, changes: String) -> Offset {
+    Offset::new().with("at_us", at_us).with("changes", changes)
+}
+
+/// The JSON of a record's `changes`: theirs copied in as it is, in one pass.
+pub(crate) fn changes_json(changes: &[Staged<'_>]) -> String {
     let len: usize = changes
         .iter()
         .map(|(_, from, to)| 48 + from.map_or(4, <[u8]>::len) + to.map_or(4, <[u8]>::len))
@@ -92,8 +98,34 @@ pub(crate) fn record_value(at_us: i64, changes: &[Staged<'_>]) -> Offset {
         out.push(b']');
     }
     out.push(b']');
-    let changes = String::from_utf8(out).expect("the encoder writes UTF-8, and so did the store");
-    Offset::new().with("at_us", at_us).with("changes", changes)
+    quote_free(&mut out);
+    String::from_utf8(out).expect("the encoder writes UTF-8, and so did the store")
+}
+
+/// Respells `json` with `'` for `"` when it holds neither `'` nor `\`: the store then writes the
+/// record's changes as a JSON string with nothing to escape (a quote every few bytes cost an escape
+/// each, on every write and every read). Anything else stays as it is, which [`plain`] tells apart:
+/// only this spelling is free of `"`.
+fn quote_free(json: &mut [u8]) {
+    // Folds without an early exit, so that both passes run many bytes at a time.
+    if json
+        .iter()
+        .fold(true, |free, &b| free & (b != b'\'') & (b != b'\\'))
+    {
+        for b in json.iter_mut() {
+            *b = if *b == b'"' { b'\'' } else { *b };
+        }
+    }
+}
+
+/// The JSON of a record's changes, in either spelling of [`quote_free`]. One with no `"` has no
+/// JSON string in the plain spelling, so no `'` either: respelling it back is right in both cases.
+fn plain(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('"') {
+        text.into()
+    } else {
+        text.replace('\'', "\"").into()
+    }
 }
 
 /// The record's time, or `None` for a key that is not a record's (the horizon).
@@ -142,7 +174,7 @@ pub(crate) fn decode(key: &OffsetKey, value: &Offset, connector: &str) -> Result
     let Some(Value::String(text)) = value.get("changes") else {
         return Err(bad("no changes".into()));
     };
-    let Json::Array(items) = json::parse(text.as_bytes()).map_err(bad)? else {
+    let Json::Array(items) = json::parse(plain(text).as_bytes()).map_err(bad)? else {
         return Err(bad("changes are not an array".into()));
     };
     let map = |j: Json, what: &str| -> Result<Option<Offset>> {
@@ -174,4 +206,70 @@ pub(crate) fn decode(key: &OffsetKey, value: &Offset, connector: &str) -> Result
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json_of(offset: &Offset) -> Vec<u8> {
+        let mut out = Vec::new();
+        json::encode_value(offset, &mut out);
+        out
+    }
+
+    fn round_trip(partition: Partition, offset: Offset) -> (String, Vec<Change>) {
+        let key = OffsetKey::new("c", partition);
+        let to = json_of(&offset);
+        let value = record_value(7, changes_json(&[(&key, None, Some(&to))]));
+        let Some(Value::String(text)) = value.get("changes") else {
+            panic!("no changes in {value:?}");
+        };
+        let rkey = record_key("c", "w", 1, 0, 7);
+        let changes = decode(&rkey, &value, "c").unwrap();
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].key, key);
+        assert_eq!(changes[0].to.as_ref(), Some(&offset));
+        (text.clone(), changes)
+    }
+
+    #[test]
+    fn changes_without_quote_or_backslash_are_spelled_quote_free() {
+        let (text, _) = round_trip(
+            Partition::new().with("file", "/a/é b"),
+            Offset::new().with("pos", 3).with("name", "x y"),
+        );
+        assert!(!text.contains('"'), "{text}");
+        let mut outer = Vec::new();
+        json::encode_str(&text, &mut outer);
+        assert_eq!(outer.iter().filter(|&&b| b == b'\\').count(), 0);
+    }
+
+    #[test]
+    fn changes_holding_a_quote_an_apostrophe_or_a_backslash_stay_plain() {
+        for s in ["it's", "a\"b", "c:\\d"] {
+            let (text, _) = round_trip(
+                Partition::new().with("file", s),
+                Offset::new().with("pos", 1),
+            );
+            assert!(text.contains('"'), "{text}");
+        }
+    }
+
+    #[test]
+    fn records_in_the_plain_spelling_still_decode() {
+        let value = Offset::new().with("at_us", 9).with(
+            "changes",
+            r#"[[{"t":"it's"},null,{"p":2}],[null,{"p":1},null]]"#,
+        );
+        let changes = decode(&record_key("c", "w", 3, 0, 9), &value, "c").unwrap();
+        assert_eq!(changes.len(), 2);
+        assert_eq!(
+            changes[0].key,
+            OffsetKey::new("c", Partition::new().with("t", "it's"))
+        );
+        assert_eq!(changes[0].to, Some(Offset::new().with("p", 2)));
+        assert_eq!(changes[1].key, OffsetKey::null_partition("c"));
+        assert_eq!(changes[1].to, None);
+    }
 }

@@ -1,7 +1,8 @@
 //! [`HistoryStore`]: any store, with every applied batch's changes recorded beside its offsets.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard};
+use std::ops::Range;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::known::Known;
 use super::record::{self, CHANGES_PER_RECORD, Staged};
@@ -45,6 +46,86 @@ pub struct HistoryStore {
 struct Recorder {
     index: Index,
     known: Known,
+    /// The next batch, staged by [`prepare`](OffsetStore::prepare) ahead of its apply; every
+    /// apply takes it, so that a batch staged before another write is staged again.
+    prepared: Option<Prepared>,
+}
+
+/// A batch staged ahead of its apply.
+#[derive(Debug)]
+struct Prepared {
+    batch: Arc<Batch>,
+    stage: Stage,
+}
+
+/// A batch's recording but for its time and retention (the apply's): the slots in `known` of the
+/// partitions it writes with their new offsets' JSON, and the changes' JSON of each record.
+#[derive(Debug, Default)]
+struct Stage {
+    slots: Vec<usize>,
+    to_json: Vec<u8>,
+    spans: Vec<Option<Range<usize>>>,
+    /// Connector, part and changes' JSON of each record, in order.
+    records: Vec<(String, usize, String)>,
+}
+
+/// Stages `batch` from what `known` holds (reading `store` for partitions it does not know).
+fn stage(known: &mut Known, store: &dyn OffsetStore, batch: &Batch) -> Result<Stage> {
+    let offsets: Vec<(&OffsetKey, Option<&Offset>)> = batch
+        .entries
+        .iter()
+        .filter(|(k, _)| !is_reserved(k.namespace()))
+        .map(|(k, v)| (k, v.as_ref()))
+        .collect();
+    if offsets.is_empty() {
+        return Ok(Stage::default());
+    }
+    let keys: Vec<&OffsetKey> = offsets.iter().map(|(k, _)| *k).collect();
+    let slots = known.fill(store, &keys)?;
+    // Each new offset's JSON once: it goes into the record and is remembered as the next "before".
+    let mut to_json = Vec::with_capacity(32 * offsets.len());
+    let spans: Vec<_> = offsets
+        .iter()
+        .map(|(_, to)| {
+            to.map(|o| {
+                let start = to_json.len();
+                json::encode_value(o, &mut to_json);
+                start..to_json.len()
+            })
+        })
+        .collect();
+    let after: Vec<Option<&[u8]>> = spans
+        .iter()
+        .map(|s| s.clone().map(|r| &to_json[r]))
+        .collect();
+    let mut changes: Vec<Staged<'_>> = Vec::with_capacity(offsets.len());
+    for ((key, to), slot) in keys.iter().zip(&after).zip(&slots) {
+        // Compared as Connect reads them: the same JSON is no move.
+        let from = known.get(*slot);
+        if from != *to {
+            changes.push((key, from, *to));
+        }
+    }
+    // One run of changes per connector, in the batch's order ([`read`](super::read) puts a
+    // batch's partitions in key order): most batches are one connector's, and need no sort.
+    let first = changes.first().map(|c| c.0.namespace());
+    if changes.iter().any(|c| Some(c.0.namespace()) != first) {
+        changes.sort_by(|a, b| a.0.namespace().cmp(b.0.namespace()));
+    }
+    let mut records = Vec::new();
+    for changes in changes.chunk_by(|a, b| a.0.namespace() == b.0.namespace()) {
+        let connector = changes[0].0.namespace();
+        for (part, chunk) in changes.chunks(CHANGES_PER_RECORD).enumerate() {
+            records.push((connector.to_string(), part, record::changes_json(chunk)));
+        }
+    }
+    drop(changes);
+    Ok(Stage {
+        slots,
+        to_json,
+        spans,
+        records,
+    })
 }
 
 /// The records the store holds, oldest first: what retention drops next.
@@ -140,7 +221,7 @@ impl HistoryStore {
             config,
             recorder: Mutex::new(Recorder {
                 index,
-                known: Known::default(),
+                ..Recorder::default()
             }),
         })
     }
@@ -167,7 +248,13 @@ impl HistoryStore {
             return apply(batch, &[]);
         }
         let mut guard = self.lock()?;
-        let Recorder { index, known } = &mut *guard;
+        let Recorder {
+            index,
+            known,
+            prepared,
+        } = &mut *guard;
+        // Staged ahead for this very batch (nothing was written since): used as it is.
+        let prepared = prepared.take().filter(|p| std::ptr::eq(&*p.batch, batch));
         if batch
             .entries
             .keys()
@@ -186,56 +273,22 @@ impl HistoryStore {
             );
             return Ok(());
         }
-        let offsets: Vec<(&OffsetKey, Option<&Offset>)> = batch
-            .entries
-            .iter()
-            .filter(|(k, _)| !is_reserved(k.namespace()))
-            .map(|(k, v)| (k, v.as_ref()))
-            .collect();
-        if offsets.is_empty() {
+        let stage = match prepared {
+            Some(p) => p.stage,
+            None => stage(known, &*self.inner, batch)?,
+        };
+        if stage.slots.is_empty() {
             return apply(batch, &[]);
         }
-        let keys: Vec<&OffsetKey> = offsets.iter().map(|(k, _)| *k).collect();
-        let slots = known.fill(&*self.inner, &keys)?;
-        // Each new offset's JSON once: it goes into the record and is remembered as the next "before".
-        let mut to_json = Vec::with_capacity(32 * offsets.len());
-        let spans: Vec<_> = offsets
-            .iter()
-            .map(|(_, to)| {
-                to.map(|o| {
-                    let start = to_json.len();
-                    json::encode_value(o, &mut to_json);
-                    start..to_json.len()
-                })
-            })
-            .collect();
-        let after: Vec<Option<&[u8]>> = spans
-            .iter()
-            .map(|s| s.clone().map(|r| &to_json[r]))
-            .collect();
-        let mut changes: Vec<Staged<'_>> = Vec::with_capacity(offsets.len());
-        for ((key, to), slot) in keys.iter().zip(&after).zip(&slots) {
-            // Compared as Connect reads them: the same JSON is no move.
-            let from = known.get(*slot);
-            if from != *to {
-                changes.push((key, from, *to));
-            }
-        }
-        // In key order, which is by connector first: one run of changes per connector.
-        changes.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let at_us = time::now_us().max(index.last_at + 1);
         let mut entries: Vec<BatchEntry> = Vec::new();
         let mut added = Vec::new();
-        for changes in changes.chunk_by(|a, b| a.0.namespace() == b.0.namespace()) {
-            let connector = changes[0].0.namespace();
-            for (part, chunk) in changes.chunks(CHANGES_PER_RECORD).enumerate() {
-                let key = record::record_key(connector, &batch.writer, batch.seq, part, at_us);
-                let value = record::record_value(at_us, chunk);
-                added.push((key.clone(), record::record_bytes(&key, &value)));
-                entries.push((key, Some(value)));
-            }
+        for (connector, part, changes) in stage.records {
+            let key = record::record_key(&connector, &batch.writer, batch.seq, part, at_us);
+            let value = record::record_value(at_us, changes);
+            added.push((key.clone(), record::record_bytes(&key, &value)));
+            entries.push((key, Some(value)));
         }
-        drop(changes);
         let mut horizon = index.horizon;
         if horizon.is_none() && !added.is_empty() {
             // History starts here: earlier moves were not recorded, so no rewind reaches before.
@@ -258,8 +311,8 @@ impl HistoryStore {
             known.clear();
             return Err(e);
         }
-        for (slot, to) in slots.iter().zip(&after) {
-            known.wrote(*slot, *to);
+        for (slot, span) in stage.slots.iter().zip(&stage.spans) {
+            known.wrote(*slot, span.clone().map(|r| &stage.to_json[r]));
         }
         for kept in index.records.drain(..pruned) {
             index.bytes -= kept.bytes;
@@ -282,6 +335,31 @@ impl OffsetStore for HistoryStore {
     }
     fn apply_logged(&self, batch: &Batch) -> Result<()> {
         self.apply_with(batch, |b, extra| self.inner.apply_extended(b, extra, true))
+    }
+    fn prepare(&self, batch: &Arc<Batch>) -> bool {
+        // A store others write is read at every batch, at its apply.
+        if !self.inner.sole_writer() {
+            return false;
+        }
+        let Ok(mut guard) = self.lock() else {
+            return false;
+        };
+        let r = &mut *guard;
+        let restore = batch
+            .entries
+            .keys()
+            .any(|k| k.namespace() == HISTORY_NAMESPACE);
+        // A failed read is left to the apply, which reads again and reports it.
+        r.prepared = match restore {
+            true => None,
+            false => stage(&mut r.known, &*self.inner, batch)
+                .ok()
+                .map(|stage| Prepared {
+                    batch: Arc::clone(batch),
+                    stage,
+                }),
+        };
+        true
     }
     fn applied_seq(&self, writer: &str) -> Result<u64> {
         self.inner.applied_seq(writer)
@@ -318,5 +396,73 @@ impl OffsetStore for HistoryStore {
     }
     fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> {
         self.inner.change_times(keys)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{MemoryStore, OffsetStoreExt};
+    use crate::{Partition, history};
+
+    fn key() -> OffsetKey {
+        OffsetKey::new("c", Partition::new().with("table", "a"))
+    }
+
+    fn batch(seq: u64, lsn: i64) -> Arc<Batch> {
+        Arc::new(Batch::new(
+            "w",
+            seq,
+            [(key(), Some(Offset::new().with("lsn", lsn)))],
+        ))
+    }
+
+    /// The "before" of each of `store`'s changes, oldest first.
+    fn froms(store: &HistoryStore) -> Vec<Option<Offset>> {
+        let changes = history::read(store, "c").unwrap().changes;
+        changes.into_iter().map(|c| c.from).collect()
+    }
+
+    fn store() -> HistoryStore {
+        let config = HistoryConfig::parse("7d", None).unwrap();
+        HistoryStore::open(Box::new(MemoryStore::new()), config).unwrap()
+    }
+
+    /// Marks the staged batch's record, so that a history holding the mark was written from it.
+    fn mark_prepared(store: &HistoryStore) {
+        let mut r = store.lock().unwrap();
+        let prepared = r.prepared.as_mut().expect("a prepared batch");
+        prepared.stage.records[0].2 = "[[{'table':'a'},{'lsn':-1},{'lsn':2}]]".into();
+    }
+
+    #[test]
+    fn a_prepared_batch_is_applied_from_its_stage() {
+        let store = store();
+        store.apply(&batch(1, 1)).unwrap();
+        let next = batch(2, 2);
+        assert!(store.prepare(&next));
+        mark_prepared(&store);
+        store.apply(&next).unwrap();
+        let marked = Some(Offset::new().with("lsn", -1));
+        assert_eq!(froms(&store), vec![None, marked]);
+        assert!(store.lock().unwrap().prepared.is_none());
+    }
+
+    #[test]
+    fn a_stage_is_not_used_for_another_batch_or_after_a_write() {
+        let store = store();
+        store.apply(&batch(1, 1)).unwrap();
+        // Another batch of the same seq and entries: staged again.
+        assert!(store.prepare(&batch(2, 2)));
+        mark_prepared(&store);
+        store.apply(&batch(2, 2)).unwrap();
+        // A write between the prepare and the apply: staged again, from what it wrote.
+        let next = batch(3, 3);
+        assert!(store.prepare(&next));
+        mark_prepared(&store);
+        store.set(key(), Offset::new().with("lsn", 7)).unwrap();
+        store.apply(&next).unwrap();
+        let lsn = |n: i64| Some(Offset::new().with("lsn", n));
+        assert_eq!(froms(&store), vec![None, lsn(1), lsn(2), lsn(7)]);
     }
 }

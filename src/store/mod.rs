@@ -71,6 +71,17 @@ pub trait OffsetStore: Send + Sync + fmt::Debug {
         }
     }
 
+    /// A [`CommitBuffer`](crate::buffer::CommitBuffer)'s batch that is about to be logged and
+    /// then applied, offered while its apply thread has nothing else to do: a store may do now
+    /// the part of applying it that writes nothing (history's staging of its record), so that
+    /// it overlaps the log's write and sync. The batch may never be applied, or only merged with
+    /// others: what is prepared must be checked at the apply. False when the store has nothing
+    /// to prepare, and the buffer stops offering.
+    fn prepare(&self, batch: &Arc<Batch>) -> bool {
+        let _ = batch;
+        false
+    }
+
     /// The highest `seq` applied for `writer`, 0 when none.
     fn applied_seq(&self, writer: &str) -> Result<u64>;
 
@@ -134,6 +145,7 @@ macro_rules! forward_store {
             fn apply(&self, batch: &Batch) -> Result<()> { (**self).apply(batch) }
             fn apply_logged(&self, batch: &Batch) -> Result<()> { (**self).apply_logged(batch) }
             fn apply_extended(&self, batch: &Batch, extra: &[BatchEntry], logged: bool) -> Result<()> { (**self).apply_extended(batch, extra, logged) }
+            fn prepare(&self, batch: &Arc<Batch>) -> bool { (**self).prepare(batch) }
             fn applied_seq(&self, writer: &str) -> Result<u64> { (**self).applied_seq(writer) }
             fn writers(&self) -> Result<Vec<(String, u64)>> { (**self).writers() }
             fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> { (**self).get(key) }
