@@ -13,15 +13,16 @@ use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use super::activity::Activity;
+use super::compactor::Compactor;
 use super::hook;
 use super::release::release_or_compact;
 use super::state::{Shared, lock};
-use crate::Error;
 use crate::alarms::{Movement, compare};
 use crate::crash::{CrashHook, CrashPoint};
 use crate::model::{Batch, Entries, Offset, OffsetKey};
 use crate::store::OffsetStore;
 use crate::wal::{ClosedSegment, WalDir};
+use crate::{Error, Result};
 
 /// What the log thread sends the apply thread, in log order.
 pub(super) enum Job {
@@ -74,6 +75,8 @@ impl ApplyThread {
 
     pub(super) fn run(self, rx: Receiver<Job>) {
         let mut next: Option<Job> = None;
+        // Dropped (the snapshot being written finished) when the thread ends.
+        let mut compactor: Option<Compactor> = None;
         loop {
             let job = match next.take() {
                 Some(job) => job,
@@ -153,7 +156,7 @@ impl ApplyThread {
                     if !self.apply(&merged, &group, epoch) {
                         return;
                     }
-                    let release = closes.map(|seg| (seg, merged.writer.clone(), merged.seq));
+                    let release = closes.map(|seg| (seg, merged.seq));
                     drop(merged);
                     // Give the maps to the log thread, which empties them for its next seals;
                     // those beyond two are freed here, outside the lock.
@@ -174,14 +177,8 @@ impl ApplyThread {
                     if handed {
                         self.shared.changed.notify_all();
                     }
-                    if let Some((seg, writer, seq)) = release
-                        && let Err(e) = release_or_compact(
-                            &*self.store,
-                            &self.wal,
-                            &writer,
-                            seq,
-                            Some(seg.generation),
-                        )
+                    if let Some((seg, seq)) = release
+                        && let Err(e) = self.release(&mut compactor, seq, seg.generation)
                     {
                         if e.is_fatal() {
                             self.stop(e);
@@ -190,19 +187,38 @@ impl ApplyThread {
                         // Release is retried at the next segment; nothing is lost by waiting.
                         tracing::warn!(error = %e, "could not release log segments yet");
                     }
+                    if compactor.as_ref().is_some_and(Compactor::failed) {
+                        return;
+                    }
                 }
             }
         }
     }
 
     fn stop(&self, e: Error) {
-        let mut st = lock(&self.shared);
-        if st.poisoned.is_none() {
-            st.poisoned = Some(Arc::new(e));
-            self.shared.stopping.store(true, Ordering::Release);
+        self.shared.poison(e);
+    }
+
+    /// Frees the log through closed segment `through_gen`, whose batches through `seq` the store
+    /// holds: a durable store's segments go once it is persisted, a volatile store's state goes to
+    /// the compactor (started at the first) unless it is still writing the last one.
+    fn release(&self, compactor: &mut Option<Compactor>, seq: u64, through_gen: u64) -> Result<()> {
+        if self.store.durable() {
+            return release_or_compact(&*self.store, &self.wal, &self.shared.writer, seq, None);
         }
-        drop(st);
-        self.shared.notify();
+        if compactor.as_ref().is_some_and(Compactor::busy) {
+            return Ok(());
+        }
+        let state = self.store.frozen()?;
+        let compactor = match compactor {
+            Some(c) => c,
+            None => compactor.insert(Compactor::spawn(
+                Arc::clone(&self.shared),
+                Arc::clone(&self.wal),
+            )?),
+        };
+        compactor.compact(state, seq, through_gen);
+        Ok(())
     }
 
     /// Applies `batch` (one logged batch, or the `group` of them merged), retrying until the store

@@ -27,6 +27,7 @@
 
 mod activity;
 mod apply_thread;
+mod compactor;
 mod config;
 mod expire_thread;
 mod log_thread;

@@ -1,12 +1,13 @@
 //! The last step of the data path: once the store holds every batch through a seq, the log no longer
 //! needs the closed segments holding them. A durable store is persisted first and those segments are
 //! then removed; a volatile store (memory) survives a restart only by replay, so its whole state is
-//! written as a snapshot that replaces the closed segments instead.
+//! written as a snapshot that replaces the closed segments instead (while the buffer runs, by the
+//! compactor thread).
 
-use crate::Result;
 use crate::model::Batch;
 use crate::store::{OffsetStore, OffsetStoreExt};
 use crate::wal::WalDir;
+use crate::{Offset, OffsetKey, Result};
 
 /// Frees the log of batches through `seq`, which `store` has applied. Durable store: persist it, then
 /// release every closed segment at or below `seq`. Volatile store: write its state as the snapshot of
@@ -23,9 +24,20 @@ pub(super) fn release_or_compact(
         store.persist()?;
         wal.release(seq)?;
     } else if let Some(through_gen) = through_gen {
-        let all = store.all()?;
-        let snapshot = Batch::new(writer, seq, all.into_iter().map(|(k, v)| (k, Some(v))));
-        wal.compact(&snapshot, through_gen)?;
+        compact(wal, writer, seq, store.all()?, through_gen)?;
     }
     Ok(())
+}
+
+/// Writes `all`, a volatile store's state after `writer`'s batch `seq`, as the log's snapshot
+/// through closed segment `through_gen`.
+pub(super) fn compact(
+    wal: &WalDir,
+    writer: &str,
+    seq: u64,
+    all: Vec<(OffsetKey, Offset)>,
+    through_gen: u64,
+) -> Result<()> {
+    let snapshot = Batch::new(writer, seq, all.into_iter().map(|(k, v)| (k, Some(v))));
+    wal.compact(&snapshot, through_gen)
 }

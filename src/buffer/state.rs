@@ -169,6 +169,17 @@ impl Shared {
         self.wal.held_bytes() + self.active_bytes.load(Ordering::Relaxed)
     }
 
+    /// Poisons the buffer with `e` (the first error wins): commits fail, offers are refused.
+    pub(super) fn poison(&self, e: crate::Error) {
+        let mut st = lock(self);
+        if st.poisoned.is_none() {
+            st.poisoned = Some(std::sync::Arc::new(e));
+            self.stopping.store(true, Ordering::Release);
+        }
+        drop(st);
+        self.notify();
+    }
+
     pub(super) fn notify(&self) {
         self.changed.notify_all();
         let wakers = std::mem::take(&mut *self.wakers.lock().unwrap_or_else(|p| p.into_inner()));

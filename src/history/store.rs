@@ -379,6 +379,9 @@ impl OffsetStore for HistoryStore {
     fn namespaces(&self) -> Result<Vec<String>> {
         self.inner.namespaces()
     }
+    fn frozen(&self) -> Result<crate::store::FrozenState> {
+        self.inner.frozen()
+    }
     fn persist(&self) -> Result<()> {
         self.inner.persist()
     }

@@ -43,7 +43,7 @@ struct State {
 ///
 /// Hashed and compared by the canonical partition alone, so a lookup hashes the
 /// bytes the key already carries and never decodes.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Entry(Box<[u8]>);
 
 const ORDERED_BIT: u32 = 1 << 31;
@@ -283,6 +283,29 @@ impl OffsetStore for MemoryStore {
 
     fn namespaces(&self) -> Result<Vec<String>> {
         Ok(self.read()?.namespaces.keys().cloned().collect())
+    }
+
+    /// A copy of each entry's bytes, taken under the lock (a copy, not a decoding); decoded when
+    /// read.
+    fn frozen(&self) -> Result<super::FrozenState> {
+        let state = self.read()?;
+        let taken: Vec<(String, Vec<Entry>)> = state
+            .namespaces
+            .iter()
+            .map(|(ns, set)| (ns.clone(), set.iter().cloned().collect()))
+            .collect();
+        drop(state);
+        Ok(Box::new(move || {
+            let mut out = Vec::with_capacity(taken.iter().map(|(_, e)| e.len()).sum());
+            for (ns, entries) in taken {
+                let start = out.len();
+                for e in entries {
+                    out.push((e.key(&ns)?, e.offset()?));
+                }
+                out[start..].sort_by(|a, b| a.0.cmp(&b.0));
+            }
+            Ok(out)
+        }))
     }
 
     fn persist(&self) -> Result<()> {

@@ -82,6 +82,15 @@ pub trait OffsetStore: Send + Sync + fmt::Debug {
         false
     }
 
+    /// Every stored offset as [`all`](OffsetStoreExt::all) reads them, taken now and read when the
+    /// closure runs (on another thread, while later batches are applied): a commit buffer writes
+    /// a volatile store's log snapshot from it. The default reads now; the memory store copies its
+    /// entries' bytes and decodes them when the closure runs.
+    fn frozen(&self) -> Result<FrozenState> {
+        let all = self.all()?;
+        Ok(Box::new(move || Ok(all)))
+    }
+
     /// The highest `seq` applied for `writer`, 0 when none.
     fn applied_seq(&self, writer: &str) -> Result<u64>;
 
@@ -146,6 +155,7 @@ macro_rules! forward_store {
             fn apply_logged(&self, batch: &Batch) -> Result<()> { (**self).apply_logged(batch) }
             fn apply_extended(&self, batch: &Batch, extra: &[BatchEntry], logged: bool) -> Result<()> { (**self).apply_extended(batch, extra, logged) }
             fn prepare(&self, batch: &Arc<Batch>) -> bool { (**self).prepare(batch) }
+            fn frozen(&self) -> Result<FrozenState> { (**self).frozen() }
             fn applied_seq(&self, writer: &str) -> Result<u64> { (**self).applied_seq(writer) }
             fn writers(&self) -> Result<Vec<(String, u64)>> { (**self).writers() }
             fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> { (**self).get(key) }
@@ -165,6 +175,9 @@ forward_store!(Box<T>, Arc<T>, &T);
 
 /// One entry of a batch: a key and its offset, `None` for a reset.
 pub type BatchEntry = (OffsetKey, Option<Offset>);
+
+/// A store's state as [`OffsetStore::frozen`] took it: every offset, read when this is called.
+pub type FrozenState = Box<dyn FnOnce() -> Result<Vec<(OffsetKey, Offset)>> + Send>;
 
 /// `batch` with `extra` added: what [`OffsetStore::apply_extended`] applies.
 pub(crate) fn extended(batch: &Batch, extra: &[BatchEntry]) -> Batch {
