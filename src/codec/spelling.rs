@@ -78,6 +78,15 @@ impl OffsetKey {
         id
     }
 
+    /// Appends the partition's JSON in the caller's member order (`null` for the null partition).
+    /// A partition of one member has one order: its bytes are copied from the identity.
+    pub(crate) fn encode_partition(&self, out: &mut Vec<u8>) {
+        match self.partition() {
+            Some(p) if p.len() > 1 => json::encode_map(p, out),
+            _ => out.extend_from_slice(&self.id()[4 + self.namespace().len()..]),
+        }
+    }
+
     /// The record key bytes Kafka Connect writes for this key: `["namespace",{...}]`.
     pub fn connect_key(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.0.id.len() + 8);

@@ -87,10 +87,7 @@ pub(crate) fn changes_json(changes: &[Staged<'_>]) -> String {
             out.push(b',');
         }
         out.push(b'[');
-        match key.partition() {
-            Some(p) => json::encode_map(p, &mut out),
-            None => out.extend_from_slice(b"null"),
-        }
+        key.encode_partition(&mut out);
         for o in [from, to] {
             out.push(b',');
             out.extend_from_slice(o.unwrap_or(b"null"));

@@ -29,6 +29,9 @@ pub struct MemoryStore {
 struct State {
     namespaces: BTreeMap<String, HashSet<Entry>>,
     seqs: HashMap<String, u64>,
+    /// Where each entry is built, kept from apply to apply: a history record's value is tens of
+    /// KB, and growing and freeing a buffer that large costs page faults and a heap consolidation.
+    scratch: Vec<u8>,
 }
 
 /// One stored offset, in one allocation:
@@ -45,6 +48,9 @@ struct State {
 /// bytes the key already carries and never decodes.
 #[derive(Debug, Clone)]
 struct Entry(Box<[u8]>);
+
+/// The largest scratch buffer kept between applies (one huge offset need not stay resident).
+const MAX_SCRATCH: usize = 1 << 20;
 
 const ORDERED_BIT: u32 = 1 << 31;
 /// Where the partition length starts: after the write time.
@@ -211,7 +217,7 @@ impl OffsetStore for MemoryStore {
             }
             state.seqs.insert(batch.writer.clone(), batch.seq);
         }
-        let mut scratch = Vec::new();
+        let mut scratch = std::mem::take(&mut state.scratch);
         let now = crate::expire::now_ms();
         for (key, offset) in batch
             .entries
@@ -239,6 +245,9 @@ impl OffsetStore for MemoryStore {
                     }
                 }
             }
+        }
+        if scratch.capacity() <= MAX_SCRATCH {
+            state.scratch = scratch;
         }
         Ok(())
     }
