@@ -591,3 +591,295 @@ fn a_memory_state_larger_than_a_frame_compacts_and_reopens() {
     let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), config()).unwrap();
     assert_eq!(buf.store().partitions("c").unwrap().len(), 320);
 }
+
+/// RocksDB behind a buffer, with what the buffer asked of it recorded: which batches it encoded
+/// ahead (and on which thread), and how each batch was written.
+#[cfg(feature = "rocksdb")]
+mod encoded_ahead {
+    use super::*;
+    use connect_offsets::store::Encoded;
+    use connect_offsets::store::rocksdb::RocksDbStore;
+    use connect_offsets::{Batch, Result};
+    use std::sync::Mutex;
+
+    #[derive(Debug)]
+    struct Recorded {
+        inner: RocksDbStore,
+        /// `(seq, thread name)` of each `encode_logged`, once it returned.
+        encoded: Mutex<Vec<(u64, String)>>,
+        /// `(seq, how)` of each write: "encoded" or "entries".
+        writes: Mutex<Vec<(u64, &'static str)>>,
+    }
+
+    impl Recorded {
+        fn new(inner: RocksDbStore) -> Self {
+            Recorded {
+                inner,
+                encoded: Mutex::default(),
+                writes: Mutex::default(),
+            }
+        }
+    }
+
+    impl OffsetStore for Recorded {
+        fn kind(&self) -> &'static str {
+            self.inner.kind()
+        }
+        fn apply(&self, batch: &Batch) -> Result<()> {
+            self.inner.apply(batch)
+        }
+        fn apply_logged(&self, batch: &Batch) -> Result<()> {
+            self.writes.lock().unwrap().push((batch.seq, "entries"));
+            self.inner.apply_logged(batch)
+        }
+        fn encode_logged(&self, batch: &Batch) -> Option<Encoded> {
+            let encoded = self.inner.encode_logged(batch);
+            let thread = std::thread::current().name().unwrap_or("").to_string();
+            self.encoded.lock().unwrap().push((batch.seq, thread));
+            encoded
+        }
+        fn apply_encoded(&self, batch: &Batch, encoded: Encoded) -> Result<()> {
+            self.writes.lock().unwrap().push((batch.seq, "encoded"));
+            self.inner.apply_encoded(batch, encoded)
+        }
+        fn applied_seq(&self, writer: &str) -> Result<u64> {
+            self.inner.applied_seq(writer)
+        }
+        fn writers(&self) -> Result<Vec<(String, u64)>> {
+            self.inner.writers()
+        }
+        fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> {
+            self.inner.get(key)
+        }
+        fn partitions(&self, namespace: &str) -> Result<Vec<(OffsetKey, Offset)>> {
+            self.inner.partitions(namespace)
+        }
+        fn namespaces(&self) -> Result<Vec<String>> {
+            self.inner.namespaces()
+        }
+        fn persist(&self) -> Result<()> {
+            self.inner.persist()
+        }
+        fn durable(&self) -> bool {
+            self.inner.durable()
+        }
+        fn sole_writer(&self) -> bool {
+            self.inner.sole_writer()
+        }
+    }
+
+    /// Holds every write until the gate opens; with `fail`, fails the first try of batch 2's write
+    /// at its fourth entry: with a store error (retried) or, if `fail` is true, a simulated crash.
+    #[derive(Debug, Default)]
+    struct GateThenFail {
+        fail: Option<bool>,
+        open: Mutex<bool>,
+        opened: std::sync::Condvar,
+        failed: std::sync::atomic::AtomicBool,
+    }
+
+    impl connect_offsets::store::ApplyFault for GateThenFail {
+        fn before_entry(&self, batch: &Batch, index: usize) -> Result<()> {
+            use std::sync::atomic::Ordering;
+            let Some(crash) = self.fail else {
+                return Ok(());
+            };
+            if batch.seq == 2 && index == 3 && !self.failed.swap(true, Ordering::SeqCst) {
+                let what = "batch 2's write, at its fourth entry".to_string();
+                return Err(if crash {
+                    Error::Crashed(what)
+                } else {
+                    Error::store("rocksdb", what)
+                });
+            }
+            Ok(())
+        }
+        fn before_commit(&self, _: &Batch) -> Result<()> {
+            let open = self.open.lock().unwrap();
+            drop(self.opened.wait_while(open, |open| !*open).unwrap());
+            Ok(())
+        }
+    }
+
+    impl GateThenFail {
+        fn open_gate(&self) {
+            *self.open.lock().unwrap() = true;
+            self.opened.notify_all();
+        }
+    }
+
+    const N: i64 = 500;
+
+    /// Round `r`'s offsets: keys of its own, `(r-1)*N..r*N`, so a batch's write is the only one of
+    /// its keys.
+    fn round(r: i64) -> impl Iterator<Item = (OffsetKey, Offset)> {
+        ((r - 1) * N..r * N).map(move |i| (key(i), pos(r * 10_000 + i)))
+    }
+
+    fn holds_rounds(store: &dyn OffsetStore, rounds: std::ops::RangeInclusive<i64>) {
+        for r in rounds {
+            for (k, v) in round(r) {
+                assert_eq!(store.get(&k).unwrap(), Some(v), "round {r}, {k:?}");
+            }
+        }
+    }
+
+    /// Waits up to 120 s (this VM stops for tens of seconds at times) for `done`.
+    fn wait_until(what: &str, done: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while !done() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "waited 120 s for {what}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    struct Rig {
+        fault: Arc<GateThenFail>,
+        store: Arc<Recorded>,
+        buf: CommitBuffer,
+        dir: tempfile::TempDir,
+        sim: SimFs,
+    }
+
+    /// `rounds` `local` commits while the store holds the first's write; `max_pending`, the
+    /// entries the log lets wait for the store.
+    fn commits_behind_a_held_write(fail: Option<bool>, rounds: i64, max_pending: usize) -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let sim = SimFs::new();
+        let fault = Arc::new(GateThenFail {
+            fail,
+            ..Default::default()
+        });
+        let rocks = RocksDbStore::open(dir.path())
+            .unwrap()
+            .with_fault(fault.clone());
+        let store = Arc::new(Recorded::new(rocks));
+        let mut config = sim_config(&sim);
+        config.max_pending = max_pending;
+        let buf = CommitBuffer::open(store.clone(), config).unwrap();
+        for r in 1..=rounds {
+            for (k, v) in round(r) {
+                buf.offer(k, v).unwrap();
+            }
+            assert_eq!(buf.commit_with(Durability::Local).wait().unwrap(), r as u64);
+            if r == 1 {
+                // The apply thread has taken batch 1 alone, and its write waits at the gate.
+                wait_until("batch 1's write to start", || {
+                    !store.writes.lock().unwrap().is_empty()
+                });
+            }
+        }
+        Rig {
+            fault,
+            store,
+            buf,
+            dir,
+            sim,
+        }
+    }
+
+    /// Two commits with room for no third: the second is encoded on the log thread (after its
+    /// ack, so this waits for it).
+    fn second_encoded_behind_a_held_write(fail: Option<bool>) -> Rig {
+        let rig = commits_behind_a_held_write(fail, 2, 2 * N as usize);
+        wait_until("batch 2 to be encoded", || {
+            !rig.store.encoded.lock().unwrap().is_empty()
+        });
+        let encoded = rig.store.encoded.lock().unwrap().clone();
+        assert_eq!(encoded.len(), 1, "{encoded:?}");
+        assert_eq!(encoded[0].0, 2);
+        assert!(encoded[0].1.starts_with("offsets-log-"), "{encoded:?}");
+        rig
+    }
+
+    /// The log thread, with no room to log another batch while the store writes the first, builds
+    /// the second's write, and the apply thread writes it as built.
+    #[test]
+    fn a_batch_logged_with_no_room_left_is_encoded_on_the_log_thread() {
+        let rig = second_encoded_behind_a_held_write(None);
+        // Rows built from the entries at the write would carry a write time from after the gate.
+        std::thread::sleep(Duration::from_millis(100));
+        let opened_ms = connect_offsets::expire::now_ms();
+        rig.fault.open_gate();
+        assert_eq!(rig.buf.commit_with(Durability::Store).wait().unwrap(), 2);
+        assert_eq!(
+            *rig.store.writes.lock().unwrap(),
+            vec![(1, "entries"), (2, "encoded")]
+        );
+        holds_rounds(&*rig.store, 1..=2);
+        let keys: Vec<OffsetKey> = round(2).map(|(k, _)| k).collect();
+        for (k, t) in keys
+            .iter()
+            .zip(rig.store.inner.change_times(&keys).unwrap())
+        {
+            assert!(
+                t.unwrap() < opened_ms,
+                "{k:?} written at {t:?}, gate at {opened_ms}"
+            );
+        }
+        assert_eq!(rig.store.applied_seq(rig.buf.writer()).unwrap(), 2);
+        rig.buf.close().unwrap();
+        drop(rig.buf);
+        drop(rig.store);
+        holds_rounds(&RocksDbStore::open(rig.dir.path()).unwrap(), 1..=2);
+    }
+
+    /// With room to log more, no batch is encoded ahead: batches queued behind a write are merged
+    /// and written together.
+    #[test]
+    fn with_room_left_queued_batches_are_merged_not_encoded() {
+        let rig = commits_behind_a_held_write(None, 3, 1_000_000);
+        rig.fault.open_gate();
+        assert_eq!(rig.buf.commit_with(Durability::Store).wait().unwrap(), 3);
+        assert!(rig.store.encoded.lock().unwrap().is_empty());
+        assert_eq!(
+            *rig.store.writes.lock().unwrap(),
+            vec![(1, "entries"), (3, "entries")]
+        );
+        holds_rounds(&*rig.store, 1..=3);
+        rig.buf.close().unwrap();
+    }
+
+    /// A write of an encoded batch that fails is made again from the batch's entries.
+    #[test]
+    fn a_failed_encoded_write_is_retried_from_the_entries() {
+        let rig = second_encoded_behind_a_held_write(Some(false));
+        rig.fault.open_gate();
+        assert_eq!(rig.buf.commit_with(Durability::Store).wait().unwrap(), 2);
+        assert_eq!(
+            *rig.store.writes.lock().unwrap(),
+            vec![(1, "entries"), (2, "encoded"), (2, "entries")]
+        );
+        holds_rounds(&*rig.store, 1..=2);
+        assert_eq!(rig.store.applied_seq(rig.buf.writer()).unwrap(), 2);
+        rig.buf.close().unwrap();
+    }
+
+    /// A crash inside the write of an encoded batch leaves none of it in the store, and the
+    /// reopened buffer replays it.
+    #[test]
+    fn a_crash_inside_an_encoded_write_is_recovered_by_the_log() {
+        let rig = second_encoded_behind_a_held_write(Some(true));
+        rig.fault.open_gate();
+        assert!(rig.buf.commit_with(Durability::Store).wait().is_err());
+        assert_eq!(
+            *rig.store.writes.lock().unwrap(),
+            vec![(1, "entries"), (2, "encoded")]
+        );
+        assert_eq!(rig.store.applied_seq(rig.buf.writer()).unwrap(), 1);
+        holds_rounds(&*rig.store, 1..=1);
+        for (k, _) in round(2) {
+            assert_eq!(rig.store.get(&k).unwrap(), None, "{k:?}");
+        }
+        drop(rig.buf);
+        drop(rig.store);
+        let reopened = Arc::new(RocksDbStore::open(rig.dir.path()).unwrap());
+        let buf = CommitBuffer::open(reopened.clone(), sim_config(&rig.sim)).unwrap();
+        assert_eq!(reopened.applied_seq(buf.writer()).unwrap(), 2);
+        holds_rounds(&*reopened, 1..=2);
+        buf.close().unwrap();
+    }
+}

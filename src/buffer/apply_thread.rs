@@ -1,11 +1,10 @@
 //! The apply thread: offers the store each batch the log thread is about to log when it has nothing
 //! else to do, so that the store's preparation overlaps the log's sync; takes the batches the log
-//! thread logged, in log order, writes the ones queued
-//! behind each other to the store in one write (within [`COALESCE_ENTRIES`] distinct keys, or the
-//! first batch's size), retries a store
-//! that fails until it takes the batch, acks `Store` tickets, hands the applied maps to the log
-//! thread to empty and reuse, and when a logged batch closed a segment, releases or compacts the
-//! log through it.
+//! thread logged, in log order, writes the ones queued behind each other to the store in one write
+//! (within [`COALESCE_ENTRIES`] distinct keys, or the first batch's size; a batch whose write the
+//! log thread built is written with it when nothing is queued behind it to merge), retries a store
+//! that fails until it takes the batch, acks `Store` tickets, hands the applied maps to the log thread to empty and reuse, and
+//! when a logged batch closed a segment, releases or compacts the log through it.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -20,17 +19,19 @@ use super::state::{Shared, lock};
 use crate::alarms::{Movement, compare};
 use crate::crash::{CrashHook, CrashPoint};
 use crate::model::{Batch, Entries, Offset, OffsetKey};
-use crate::store::OffsetStore;
+use crate::store::{Encoded, OffsetStore};
 use crate::wal::{ClosedSegment, WalDir};
 use crate::{Error, Result};
 
 /// What the log thread sends the apply thread, in log order.
 pub(super) enum Job {
-    /// A logged batch to apply; `closes` is the segment its append closed, if it did.
+    /// A logged batch to apply; `closes` is the segment its append closed, if it did; `encoded`,
+    /// the store's write of it, when the log thread built it ([`OffsetStore::encode_logged`]).
     Apply {
         batch: Arc<Batch>,
         epoch: u64,
         closes: Option<ClosedSegment>,
+        encoded: Option<Encoded>,
     },
     /// An epoch with nothing to apply (empty, or its write failed): decided once the batches
     /// before it are applied.
@@ -106,9 +107,12 @@ impl ApplyThread {
                     batch,
                     epoch,
                     closes,
+                    mut encoded,
                 } => {
                     // Batches logged meanwhile, in log order; a Mark ends the group (it must be
-                    // seen after the batches before it).
+                    // seen after the batches before it), and so does a batch encoded ahead. A
+                    // group that grows past its first batch is written from the merged entries:
+                    // writing each key once beats the first batch's ready-made write.
                     let mut group = vec![batch];
                     let mut epoch = epoch;
                     let mut closes = closes;
@@ -126,6 +130,7 @@ impl ApplyThread {
                             batch,
                             epoch: e,
                             closes: c,
+                            encoded: None,
                         } = job
                         else {
                             next = Some(job);
@@ -139,6 +144,7 @@ impl ApplyThread {
                                 batch,
                                 epoch: e,
                                 closes: c,
+                                encoded: None,
                             });
                             break;
                         }
@@ -147,13 +153,14 @@ impl ApplyThread {
                         }
                         scanned += batch.entries.len();
                         group.push(batch);
+                        encoded = None;
                         epoch = e;
                         // The newest closed segment: releasing through it releases the older.
                         closes = c.or(closes);
                     }
                     drop(keys);
                     let merged = merge(&group);
-                    if !self.apply(&merged, &group, epoch) {
+                    if !self.apply(&merged, encoded.take(), &group, epoch) {
                         return;
                     }
                     let release = closes.map(|seg| (seg, merged.seq));
@@ -221,13 +228,24 @@ impl ApplyThread {
         Ok(())
     }
 
-    /// Applies `batch` (one logged batch, or the `group` of them merged), retrying until the store
-    /// takes it. False when the thread must stop.
-    fn apply(&self, batch: &Arc<Batch>, group: &[Arc<Batch>], epoch: u64) -> bool {
+    /// Applies `batch` (one logged batch with the store's write of it if `encoded`, or the `group`
+    /// of them merged), retrying until the store takes it. False when the thread must stop.
+    fn apply(
+        &self,
+        batch: &Arc<Batch>,
+        mut encoded: Option<Encoded>,
+        group: &[Arc<Batch>],
+        epoch: u64,
+    ) -> bool {
         let before = self.stored_before(batch);
         let mut backoff = Duration::from_millis(50);
         loop {
-            match self.store.apply_logged(batch) {
+            // A retry writes the batch again from its entries.
+            let result = match encoded.take() {
+                Some(encoded) => self.store.apply_encoded(batch, encoded),
+                None => self.store.apply_logged(batch),
+            };
+            match result {
                 Ok(()) => break,
                 Err(e) if e.is_fatal() => {
                     self.stop(e);

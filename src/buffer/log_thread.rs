@@ -1,10 +1,11 @@
 //! The log thread: waits for a reason to seal (a commit asked for, the interval due, the pending map
 //! full), seals the pending map into the next batch by swapping maps, encodes it once into a reused
 //! buffer, appends and syncs it (one sync for every committer waiting at that moment), acks `Local`
-//! tickets, rotates the segment when it is big enough, and queues the batch for the apply thread;
-//! with nothing to seal, it empties the maps the apply thread is done with for the next seals. A
-//! write that failed merges the batch back under newer offers; a failed sync poisons the buffer; a
-//! failed rotation keeps the active segment and tries again after the next batch.
+//! tickets, builds the store's write of it while the apply thread writes the batch before when the
+//! in-flight batches leave no room to log another (and the store builds one: RocksDB), rotates the segment when it is big enough, and queues the batch for
+//! the apply thread; with nothing to seal, it empties the maps the apply thread is done with for the
+//! next seals. A write that failed merges the batch back under newer offers; a failed sync poisons
+//! the buffer; a failed rotation keeps the active segment and tries again after the next batch.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -18,6 +19,7 @@ use super::state::{Shared, lock};
 use crate::Error;
 use crate::crash::{CrashHook, CrashPoint};
 use crate::model::{Batch, Entries};
+use crate::store::OffsetStore;
 use crate::wal::{AppendError, WalWriter, frame};
 
 pub(super) struct LogThread {
@@ -30,7 +32,7 @@ pub(super) struct LogThread {
     observer: Option<SealObserver>,
     interval: Option<Duration>,
     segment_bytes: u64,
-    durable_store: bool,
+    store: Arc<dyn OffsetStore>,
 }
 
 impl LogThread {
@@ -41,7 +43,7 @@ impl LogThread {
         tx: SyncSender<Job>,
         seq: u64,
         config: &CommitBufferConfig,
-        durable_store: bool,
+        store: Arc<dyn OffsetStore>,
     ) -> Self {
         LogThread {
             shared,
@@ -53,7 +55,7 @@ impl LogThread {
             observer: config.observer.clone(),
             interval: config.flush_interval,
             segment_bytes: config.segment_bytes,
-            durable_store,
+            store,
         }
     }
 
@@ -159,7 +161,7 @@ impl LogThread {
             Ok(()) => {
                 self.seq = seq;
                 let elapsed = started.elapsed();
-                {
+                let wait_for_room = {
                     let mut st = lock(&shared);
                     st.durable = epoch;
                     st.epoch_seq.insert(epoch, seq);
@@ -179,13 +181,27 @@ impl LogThread {
                         st.stats.commit_time_max,
                         st.stats.logged_seq,
                     );
-                }
+                    // Waiting for room next (one batch ahead of this one holds the rest).
+                    st.in_flight.len() == 2 && st.in_flight_entries >= shared.max_pending
+                };
                 shared.notify();
                 if let Err(e) = hook(&self.hook, CrashPoint::AfterAckBeforeApply) {
                     self.poison(epoch, e, None);
                     return false;
                 }
-                let threshold = if self.durable_store {
+                // This thread would now wait for the apply thread to write the batch before this
+                // one: it builds the store's write of this one meanwhile. With room it logs the
+                // next batch instead, which the apply thread may merge with this one.
+                let encoded = if wait_for_room && shared.encodes.load(Ordering::Relaxed) {
+                    let encoded = self.store.encode_logged(&batch);
+                    if encoded.is_none() {
+                        shared.encodes.store(false, Ordering::Relaxed);
+                    }
+                    encoded
+                } else {
+                    None
+                };
+                let threshold = if self.store.durable() {
                     self.segment_bytes
                 } else {
                     // Memory: a segment as large as the last snapshot keeps the log within about
@@ -201,6 +217,7 @@ impl LogThread {
                                 batch,
                                 epoch,
                                 closes: None,
+                                encoded,
                             });
                             self.poison(epoch, e, None);
                             return false;
@@ -224,6 +241,7 @@ impl LogThread {
                         batch,
                         epoch,
                         closes,
+                        encoded,
                     })
                     .is_ok()
             }

@@ -162,6 +162,7 @@ impl CommitBuffer {
             pending: pending::Pending::default(),
             stopping: AtomicBool::new(false),
             prepares: AtomicBool::new(true),
+            encodes: AtomicBool::new(true),
             wal: Arc::clone(&wal),
         });
         lock(&shared).epoch_seq.insert(0, last_seq);
@@ -173,7 +174,7 @@ impl CommitBuffer {
             tx,
             last_seq,
             &config,
-            store.durable(),
+            Arc::clone(&store),
         );
         let apply_thread = ApplyThread::new(
             Arc::clone(&shared),

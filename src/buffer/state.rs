@@ -67,6 +67,9 @@ pub(super) struct Shared {
     /// The store prepares batches ([`OffsetStore::prepare`](crate::OffsetStore::prepare)): the
     /// log thread offers each one as it seals it. Cleared by the first refusal.
     pub(super) prepares: AtomicBool,
+    /// The store encodes logged batches on the log thread
+    /// ([`OffsetStore::encode_logged`](crate::OffsetStore::encode_logged)). Cleared by the first `None`.
+    pub(super) encodes: AtomicBool,
 }
 
 #[derive(Default)]

@@ -82,6 +82,26 @@ pub trait OffsetStore: Send + Sync + fmt::Debug {
         false
     }
 
+    /// A [`CommitBuffer`](crate::buffer::CommitBuffer)'s batch that its log now holds, encoded into
+    /// the store's own write on the log thread, which has no room to log more while the apply
+    /// thread writes the batch before it: a store whose write depends on the batch alone (RocksDB's
+    /// rows) builds it here, so that a commit's work is split between two cores. It must not wait
+    /// for the apply thread. The buffer hands the result to [`apply_encoded`](Self::apply_encoded)
+    /// with this very batch, or drops it and applies the batch another way (merged with the batches
+    /// queued behind it). `None` (the default) when there is nothing to build; the buffer then
+    /// stops asking.
+    fn encode_logged(&self, batch: &Batch) -> Option<Encoded> {
+        let _ = batch;
+        None
+    }
+
+    /// [`apply_logged`](Self::apply_logged) of `batch` with what
+    /// [`encode_logged`](Self::encode_logged) built for it. The default ignores it.
+    fn apply_encoded(&self, batch: &Batch, encoded: Encoded) -> Result<()> {
+        let _ = encoded;
+        self.apply_logged(batch)
+    }
+
     /// Every stored offset as [`all`](OffsetStoreExt::all) reads them, taken now and read when the
     /// closure runs (on another thread, while later batches are applied): a commit buffer writes
     /// a volatile store's log snapshot from it. The default reads now; the memory store copies its
@@ -155,6 +175,8 @@ macro_rules! forward_store {
             fn apply_logged(&self, batch: &Batch) -> Result<()> { (**self).apply_logged(batch) }
             fn apply_extended(&self, batch: &Batch, extra: &[BatchEntry], logged: bool) -> Result<()> { (**self).apply_extended(batch, extra, logged) }
             fn prepare(&self, batch: &Arc<Batch>) -> bool { (**self).prepare(batch) }
+            fn encode_logged(&self, batch: &Batch) -> Option<Encoded> { (**self).encode_logged(batch) }
+            fn apply_encoded(&self, batch: &Batch, encoded: Encoded) -> Result<()> { (**self).apply_encoded(batch, encoded) }
             fn frozen(&self) -> Result<FrozenState> { (**self).frozen() }
             fn applied_seq(&self, writer: &str) -> Result<u64> { (**self).applied_seq(writer) }
             fn writers(&self) -> Result<Vec<(String, u64)>> { (**self).writers() }
@@ -175,6 +197,9 @@ forward_store!(Box<T>, Arc<T>, &T);
 
 /// One entry of a batch: a key and its offset, `None` for a reset.
 pub type BatchEntry = (OffsetKey, Option<Offset>);
+
+/// A store's write of one batch as [`OffsetStore::encode_logged`] built it, opaque to the caller.
+pub type Encoded = Box<dyn std::any::Any + Send>;
 
 /// A store's state as [`OffsetStore::frozen`] took it: every offset, read when this is called.
 pub type FrozenState = Box<dyn FnOnce() -> Result<Vec<(OffsetKey, Offset)>> + Send>;

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rocksdb::{DB, Direction, IteratorMode, Options, WriteBatch, WriteOptions};
 
-use super::{ApplyFault, BatchEntry, OffsetStore};
+use super::{ApplyFault, BatchEntry, Encoded, OffsetStore};
 use crate::codec::json;
 use crate::model::{Batch, OffsetKey};
 use crate::{Error, Offset, Result};
@@ -181,14 +181,20 @@ impl RocksDbStore {
             // The fault seam is shown the whole batch, as it is staged.
             return self.write(&super::extended(batch, extra), &[], through_log);
         }
-        if batch.seq != 0 && batch.seq <= self.applied_seq(&batch.writer)? {
+        if self.holds(batch)? {
             return Ok(());
         }
-        if through_log && self.unlogged.load(Ordering::Acquire) {
-            // RocksDB's recovery would replay this batch onto tables that miss the unlogged ones
-            // before it: flush those first.
-            self.persist()?;
-        }
+        let rows = self.rows(batch, extra);
+        self.commit(batch, rows, through_log)
+    }
+
+    /// True when `batch` is applied already (its seq is not above its writer's).
+    fn holds(&self, batch: &Batch) -> Result<bool> {
+        Ok(batch.seq != 0 && batch.seq <= self.applied_seq(&batch.writer)?)
+    }
+
+    /// The write batch of `batch` and `extra`: each entry's row and the writer's seq.
+    fn rows(&self, batch: &Batch, extra: &[BatchEntry]) -> Rows {
         // Room for typical entries up front: grown entry by entry, the batch's buffer was copied at
         // every doubling.
         let mut wb = WriteBatch::with_capacity_bytes((batch.entries.len() + extra.len()) * 128);
@@ -204,11 +210,12 @@ impl RocksDbStore {
             .map(|(i, (key, offset))| (key.id(), i, key, offset))
             .collect();
         order.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let shown = self
+            .fault
+            .as_ref()
+            .map(|_| order.iter().map(|e| e.1).collect());
         let now = crate::expire::now_ms().to_le_bytes();
-        for (id, i, key, offset) in order {
-            if let Some(fault) = &self.fault {
-                fault.before_entry(batch, i)?;
-            }
+        for (id, _, key, offset) in order {
             k.clear();
             k.push(OFFSET);
             k.extend_from_slice(id);
@@ -229,7 +236,24 @@ impl RocksDbStore {
         if batch.seq != 0 {
             wb.put(seq_key(&batch.writer), batch.seq.to_be_bytes());
         }
+        Rows {
+            wb,
+            seq: batch.seq,
+            shown,
+        }
+    }
+
+    /// Writes `rows`, the write batch of `batch`, through RocksDB's log or past it.
+    fn commit(&self, batch: &Batch, rows: Rows, through_log: bool) -> Result<()> {
+        if through_log && self.unlogged.load(Ordering::Acquire) {
+            // RocksDB's recovery would replay this batch onto tables that miss the unlogged ones
+            // before it: flush those first.
+            self.persist()?;
+        }
         if let Some(fault) = &self.fault {
+            for &i in rows.shown.iter().flatten() {
+                fault.before_entry(batch, i)?;
+            }
             fault.before_commit(batch)?;
         }
         let mut wo = WriteOptions::default();
@@ -238,7 +262,7 @@ impl RocksDbStore {
         if !through_log {
             self.unlogged.store(true, Ordering::Release);
         }
-        self.db.write_opt(wb, &wo).map_err(|e| {
+        self.db.write_opt(rows.wb, &wo).map_err(|e| {
             err(
                 &self.path,
                 &format!("write batch {}:{} to", batch.writer, batch.seq),
@@ -281,6 +305,16 @@ impl RocksDbStore {
             )
         })
     }
+}
+
+/// A batch's write, built before it is written (see [`OffsetStore::encode_logged`]); its rows carry
+/// the time they were built as their write time (built ahead, the time the batch was logged).
+struct Rows {
+    wb: WriteBatch,
+    /// The batch's seq: rows are written only for the batch they were built from.
+    seq: u64,
+    /// With a fault seam: each row's entry index in the batch, in write order, to show the seam.
+    shown: Option<Vec<usize>>,
 }
 
 /// Creates `path` (and parents) with mode 0700, or tightens an existing directory to 0700.
@@ -359,6 +393,23 @@ impl OffsetStore for RocksDbStore {
 
     fn apply_extended(&self, batch: &Batch, extra: &[BatchEntry], logged: bool) -> Result<()> {
         self.write(batch, extra, !logged)
+    }
+
+    fn encode_logged(&self, batch: &Batch) -> Option<Encoded> {
+        Some(Box::new(self.rows(batch, &[])))
+    }
+
+    fn apply_encoded(&self, batch: &Batch, encoded: Encoded) -> Result<()> {
+        match encoded.downcast::<Rows>() {
+            Ok(rows) if rows.seq == batch.seq => {
+                if self.holds(batch)? {
+                    return Ok(());
+                }
+                self.commit(batch, *rows, false)
+            }
+            // Built for another batch: not this one's write.
+            _ => self.apply_logged(batch),
+        }
     }
 
     fn applied_seq(&self, writer: &str) -> Result<u64> {
