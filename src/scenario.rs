@@ -13,6 +13,7 @@
 //! 4. **No regression**: `k` never goes down from one recovery to the next.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -123,6 +124,9 @@ pub struct ScenarioOptions {
     /// thread never lags into the next batch and every run of the same ops passes the same crash
     /// points in the same order (the exhaustive check; with rotation off, see `segment_bytes`).
     pub settle: bool,
+    /// The entries the log lets wait for the store (`None`: the buffer's default). A few make the
+    /// log wait for room, and RocksDB's writes are then built on the log thread.
+    pub max_pending: Option<usize>,
 }
 
 impl Default for ScenarioOptions {
@@ -132,6 +136,7 @@ impl Default for ScenarioOptions {
             segment_bytes: 256,
             commit_timeout: Duration::from_secs(120),
             settle: false,
+            max_pending: None,
         }
     }
 }
@@ -149,6 +154,8 @@ pub struct Report {
     pub acked_commits: u64,
     /// Batches recovered from the log across all recoveries.
     pub replayed: u64,
+    /// Batches written as the store built them on the log thread ([`OffsetStore::encode_logged`]).
+    pub encoded_writes: u64,
     /// Per lifetime, in order: how often it passed each point, and where it crashed.
     pub lifetime_log: Vec<(BTreeMap<CrashPoint, u64>, Option<CrashPoint>)>,
 }
@@ -165,6 +172,7 @@ impl Report {
         self.lifetimes += other.lifetimes;
         self.acked_commits += other.acked_commits;
         self.replayed += other.replayed;
+        self.encoded_writes += other.encoded_writes;
         self.lifetime_log.extend(other.lifetime_log.iter().cloned());
     }
 }
@@ -177,6 +185,7 @@ struct Recorder {
     inner: Arc<dyn OffsetStore>,
     applied: Arc<Mutex<BTreeSet<u64>>>,
     violations: Arc<Mutex<Vec<String>>>,
+    encoded_writes: Arc<AtomicU64>,
 }
 
 impl Recorder {
@@ -209,6 +218,13 @@ impl OffsetStore for Recorder {
     }
     fn apply_logged(&self, batch: &Batch) -> Result<()> {
         self.record(batch, |b| self.inner.apply_logged(b))
+    }
+    fn encode_logged(&self, batch: &Batch) -> Option<crate::store::Encoded> {
+        self.inner.encode_logged(batch)
+    }
+    fn apply_encoded(&self, batch: &Batch, encoded: crate::store::Encoded) -> Result<()> {
+        self.encoded_writes.fetch_add(1, Ordering::Relaxed);
+        self.record(batch, |b| self.inner.apply_encoded(b, encoded))
     }
     fn applied_seq(&self, writer: &str) -> Result<u64> {
         self.inner.applied_seq(writer)
@@ -249,6 +265,7 @@ pub struct Scenario<'f> {
     sealed: Arc<Mutex<BTreeMap<u64, Entries>>>,
     applied: Arc<Mutex<BTreeSet<u64>>>,
     violations: Arc<Mutex<Vec<String>>>,
+    encoded_writes: Arc<AtomicU64>,
     acked: u64,
     recovered: u64,
     counter: i64,
@@ -276,6 +293,7 @@ impl<'f> Scenario<'f> {
             sealed: Arc::default(),
             applied: Arc::default(),
             violations: Arc::default(),
+            encoded_writes: Arc::default(),
             acked: 0,
             recovered: 0,
             counter: 0,
@@ -373,6 +391,7 @@ impl<'f> Scenario<'f> {
                 inner,
                 applied: Arc::clone(&self.applied),
                 violations: Arc::clone(&self.violations),
+                encoded_writes: Arc::clone(&self.encoded_writes),
             });
             let mut config = CommitBufferConfig::new("/wal");
             config.writer = WRITER.into();
@@ -383,6 +402,9 @@ impl<'f> Scenario<'f> {
             config.segment_bytes = self.options.segment_bytes;
             config.dead_letter = None;
             config.once = self.once.clone();
+            if let Some(max) = self.options.max_pending {
+                config.max_pending = max;
+            }
             let sealed = Arc::clone(&self.sealed);
             config.observer = Some(Arc::new(move |b: &Batch| {
                 sealed
@@ -659,6 +681,7 @@ impl<'f> Scenario<'f> {
             b.close().map_err(|e| format!("final close: {e}"))?;
         }
         self.end_lifetime_stats();
+        self.report.encoded_writes = self.encoded_writes.load(Ordering::Relaxed);
         Ok(self.report)
     }
 }

@@ -42,7 +42,18 @@ fn run_backend(
     cases: u32,
     make: impl Fn() -> Box<dyn StoreFactory>,
     not_required: &[CrashPoint],
-) {
+) -> Report {
+    run_backend_with(name, cases, make, not_required, ScenarioOptions::default())
+}
+
+/// [`run_backend`] with scenario options of its own; returns the cases' report.
+fn run_backend_with(
+    name: &str,
+    cases: u32,
+    make: impl Fn() -> Box<dyn StoreFactory>,
+    not_required: &[CrashPoint],
+    options: ScenarioOptions,
+) -> Report {
     let total = Arc::new(Mutex::new(Report::default()));
     let config = Config {
         cases,
@@ -55,7 +66,7 @@ fn run_backend(
     let t = Arc::clone(&total);
     let result = runner.run(&prop::collection::vec(op(), 1..60), |ops| {
         let mut factory = make();
-        let report = scenario::run(&ops, factory.as_mut(), ScenarioOptions::default())
+        let report = scenario::run(&ops, factory.as_mut(), options.clone())
             .map_err(|e| TestCaseError::fail(format!("{name}: {e}")))?;
         t.lock().unwrap().merge(&report);
         Ok(())
@@ -63,11 +74,11 @@ fn run_backend(
     if let Err(e) = result {
         panic!("{name}: {e}");
     }
-    let total = total.lock().unwrap();
+    let total = total.lock().unwrap().clone();
     let crashed: BTreeMap<_, _> = total.crashes.clone();
     println!(
-        "{name}: {cases} cases, {} lifetimes, {} acknowledged commits, {} batches replayed; crashes per point: {crashed:?}",
-        total.lifetimes, total.acked_commits, total.replayed
+        "{name}: {cases} cases, {} lifetimes, {} acknowledged commits, {} batches replayed, {} written as built on the log thread; crashes per point: {crashed:?}",
+        total.lifetimes, total.acked_commits, total.replayed, total.encoded_writes
     );
     for p in CrashPoint::ALL {
         if not_required.contains(&p) {
@@ -78,6 +89,7 @@ fn run_backend(
             "{name}: crash point {p:?} was never crashed at: {crashed:?}"
         );
     }
+    total
 }
 
 #[test]
@@ -99,6 +111,27 @@ fn crash_anywhere_rocksdb_store() {
         cases(),
         || Box::new(RocksFactory::new()),
         &[CrashPoint::InsideCompaction],
+    );
+}
+
+/// The same with room for three entries in flight: the log waits for the store, and builds
+/// RocksDB's write of a batch while the one before it is written (`OffsetStore::encode_logged`).
+#[cfg(feature = "rocksdb")]
+#[test]
+fn crash_anywhere_rocksdb_store_with_little_room() {
+    let report = run_backend_with(
+        "rocksdb + log, max_pending 3",
+        cases(),
+        || Box::new(RocksFactory::new()),
+        &[CrashPoint::InsideCompaction],
+        ScenarioOptions {
+            max_pending: Some(3),
+            ..ScenarioOptions::default()
+        },
+    );
+    assert!(
+        report.encoded_writes > 0,
+        "no batch was written as built on the log thread"
     );
 }
 

@@ -75,7 +75,14 @@ fn child_entry() {
         return; // Not a child: nothing to do.
     };
     let store = open_store(&url);
-    let buffer = CommitBuffer::open(store, config(std::path::Path::new(&wal))).expect("child open");
+    let mut config = config(std::path::Path::new(&wal));
+    if let Some(max) = std::env::var("SIGKILL_MAX_PENDING")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config.max_pending = max;
+    }
+    let buffer = CommitBuffer::open(store, config).expect("child open");
     let mut seq = buffer.stats().logged_seq;
     let mut out = std::io::stdout().lock();
     use std::io::Write as _;
@@ -159,6 +166,11 @@ fn cycles_for(url: &str) -> u32 {
 /// Runs the kill/recover cycles against the store at `url` (a durable store keeps its data between
 /// cycles; the memory store starts empty in each process and is rebuilt from the log alone).
 fn kill_cycles(url: &str) {
+    kill_cycles_with(url, None);
+}
+
+/// [`kill_cycles`] with the child's buffer letting at most `max_pending` entries wait for the store.
+fn kill_cycles_with(url: &str, max_pending: Option<usize>) {
     let dir = tempfile::tempdir().unwrap();
     let wal = dir.path().join("wal");
     let exe = std::env::current_exe().unwrap();
@@ -168,10 +180,15 @@ fn kill_cycles(url: &str) {
     let started = Instant::now();
     let cycles = cycles_for(url);
     for cycle in 0..cycles {
-        let mut child = Command::new(&exe)
+        let mut child = Command::new(&exe);
+        child
             .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
             .env("SIGKILL_CHILD", url)
-            .env("SIGKILL_WAL", &wal)
+            .env("SIGKILL_WAL", &wal);
+        if let Some(max) = max_pending {
+            child.env("SIGKILL_MAX_PENDING", max.to_string());
+        }
+        let mut child = child
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -250,7 +267,7 @@ fn kill_cycles(url: &str) {
         buffer.close().unwrap();
     }
     println!(
-        "{url}: {} SIGKILL cycles survived, {acked_total} acknowledged commits, last seq {recovered_before}, {:.1} s",
+        "{url} (max_pending {max_pending:?}): {} SIGKILL cycles survived, {acked_total} acknowledged commits, last seq {recovered_before}, {:.1} s",
         cycles,
         started.elapsed().as_secs_f64()
     );
@@ -266,6 +283,19 @@ fn sigkill_memory_store() {
 fn sigkill_rocksdb_store() {
     let dir = tempfile::tempdir().unwrap();
     kill_cycles(&format!("rocksdb://{}", dir.path().join("db").display()));
+}
+
+/// The same with room for about two batches in flight: the log waits for RocksDB, and builds the
+/// write of the batch behind the one being written (`OffsetStore::encode_logged`). (Above the
+/// largest batch, 41 entries: a full pending map would be sealed before its commit.)
+#[cfg(feature = "rocksdb")]
+#[test]
+fn sigkill_rocksdb_store_with_little_room() {
+    let dir = tempfile::tempdir().unwrap();
+    kill_cycles_with(
+        &format!("rocksdb://{}", dir.path().join("db").display()),
+        Some(48),
+    );
 }
 
 #[cfg(feature = "kafka")]
