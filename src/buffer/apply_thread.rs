@@ -3,8 +3,9 @@
 //! thread logged, in log order, writes the ones queued behind each other to the store in one write
 //! (within [`COALESCE_ENTRIES`] distinct keys, or the first batch's size; a batch whose write the
 //! log thread built is written with it when nothing is queued behind it to merge), retries a store
-//! that fails until it takes the batch, acks `Store` tickets, hands the applied maps to the log thread to empty and reuse, and
-//! when a logged batch closed a segment, releases or compacts the log through it.
+//! that fails until it takes the batch, acks `Store` tickets, hands the applied maps to the log
+//! thread to empty and reuse, and when a logged batch closed a segment, releases or compacts the
+//! log through it.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

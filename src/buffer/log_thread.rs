@@ -2,10 +2,11 @@
 //! full), seals the pending map into the next batch by swapping maps, encodes it once into a reused
 //! buffer, appends and syncs it (one sync for every committer waiting at that moment), acks `Local`
 //! tickets, builds the store's write of it while the apply thread writes the batch before when the
-//! in-flight batches leave no room to log another (and the store builds one: RocksDB), rotates the segment when it is big enough, and queues the batch for
-//! the apply thread; with nothing to seal, it empties the maps the apply thread is done with for the
-//! next seals. A write that failed merges the batch back under newer offers; a failed sync poisons
-//! the buffer; a failed rotation keeps the active segment and tries again after the next batch.
+//! in-flight batches leave no room to log another (and the store builds one: RocksDB), rotates the
+//! segment when it is big enough, and queues the batch for the apply thread; with nothing to seal,
+//! it empties the maps the apply thread is done with for the next seals. A write that failed merges
+//! the batch back under newer offers; a failed sync poisons the buffer; a failed rotation keeps the
+//! active segment and tries again after the next batch.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -181,7 +182,7 @@ impl LogThread {
                         st.stats.commit_time_max,
                         st.stats.logged_seq,
                     );
-                    // Waiting for room next (one batch ahead of this one holds the rest).
+                    // No room to log another until the one batch ahead of this one is written.
                     st.in_flight.len() == 2 && st.in_flight_entries >= shared.max_pending
                 };
                 shared.notify();

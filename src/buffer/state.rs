@@ -68,7 +68,8 @@ pub(super) struct Shared {
     /// log thread offers each one as it seals it. Cleared by the first refusal.
     pub(super) prepares: AtomicBool,
     /// The store encodes logged batches on the log thread
-    /// ([`OffsetStore::encode_logged`](crate::OffsetStore::encode_logged)). Cleared by the first `None`.
+    /// ([`OffsetStore::encode_logged`](crate::OffsetStore::encode_logged)). Cleared by the first
+    /// `None`.
     pub(super) encodes: AtomicBool,
 }
 

@@ -2,9 +2,10 @@
 //!
 //! Every backend calls an [`ApplyFault`] (when one is installed) for each entry of a batch, in the
 //! order it stages them, and once more before it commits the staged batch (RocksDB stages a batch
-//! whole, perhaps ahead on another thread, and shows the seam its entries at the commit). A test's fault can return an error there, which
-//! must leave the store exactly as it was: that is how the conformance suite and the crash tests
-//! check that `apply` is all-or-nothing on the real backend, not on a model of it.
+//! whole, perhaps ahead on another thread, and shows the seam its entries at the commit). A test's
+//! fault can return an error there, which must leave the store exactly as it was: that is how the
+//! conformance suite and the crash tests check that `apply` is all-or-nothing on the real backend,
+//! not on a model of it.
 
 use crate::Result;
 use crate::model::Batch;
