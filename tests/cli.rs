@@ -278,6 +278,56 @@ fn bench_runs_and_reports() {
 }
 
 #[test]
+fn bench_warmup_is_not_measured() {
+    // 0.3 s of warm-up commits, then exactly 2,000 measured offsets in 4 commits: the counts
+    // (offsets, commits, log batches, syncs, store writes) are the measured run's alone.
+    let out = cli(&[
+        "bench",
+        "--store",
+        "memory://",
+        "--warmup",
+        "0.3",
+        "--offsets",
+        "2000",
+        "--batch",
+        "500",
+        "--durability",
+        "store",
+        "--quiet",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let o = text(&out.stdout);
+    for field in [
+        "\"warmup_seconds\":0.3",
+        "\"offsets\":2000,",
+        "\"commits\":4,",
+        "\"log_batches\":4,",
+        "\"log_syncs\":4,",
+        "\"store_writes\":4,",
+    ] {
+        assert!(o.contains(field), "no {field} in {o}");
+    }
+    for bad in ["-1", "NaN", "inf"] {
+        let out = cli(&[
+            "bench",
+            "--store",
+            "memory://",
+            &format!("--warmup={bad}"),
+            "--offsets",
+            "10",
+            "--quiet",
+        ]);
+        assert!(!out.status.success());
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("--warmup must be a number of seconds"),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
 fn bench_lookups_read_back_what_the_run_committed() {
     // On the default RocksDB store and on memory (whose reopen rebuilds from the log's snapshot):
     // every lookup must find an offset, or bench fails.

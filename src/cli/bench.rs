@@ -32,6 +32,10 @@ pub struct BenchArgs {
     /// How long to run each store, in seconds.
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
+    /// Run the workload this many seconds first, unmeasured (as Connect's bench does): the first
+    /// batches pay for a new topic's leaders and a cold broker's code paths.
+    #[arg(long, default_value_t = 0.0)]
+    warmup: f64,
     /// Stop after this many offsets instead (per store, all committers together).
     #[arg(long)]
     offsets: Option<u64>,
@@ -98,6 +102,12 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     if args.duration.is_nan() || (args.duration <= 0.0 && args.offsets.is_none()) {
         return Err(Error::Config("--duration must be positive".into()));
+    }
+    if !(args.warmup >= 0.0 && args.warmup.is_finite()) {
+        return Err(Error::Config(format!(
+            "--warmup must be a number of seconds, 0 or more (got {})",
+            args.warmup
+        )));
     }
     let mut urls = vec![args.store.clone().unwrap_or_else(|| "default".into())];
     urls.extend(args.compare.iter().cloned());
@@ -174,6 +184,13 @@ fn run_one(args: &BenchArgs, url: &str) -> Result<Outcome> {
         .expect("a valid template"),
     );
     bar.set_message(kind);
+    warm_up(
+        &buffer,
+        &keys,
+        args.batch,
+        Duration::from_secs_f64(args.warmup),
+    )?;
+    let stats_before = buffer.stats();
     let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let cpu_before = process_cpu();
     let started = Instant::now();
@@ -264,9 +281,9 @@ fn run_one(args: &BenchArgs, url: &str) -> Result<Outcome> {
             .unwrap_or(url),
         offsets: written.load(std::sync::atomic::Ordering::Relaxed),
         commits: latencies.len() as u64,
-        batches: stats.logged_seq,
-        syncs: stats.syncs,
-        writes: stats.store_writes,
+        batches: stats.logged_seq - stats_before.logged_seq,
+        syncs: stats.syncs - stats_before.syncs,
+        writes: stats.store_writes - stats_before.store_writes,
         elapsed,
         p50: pct(0.50),
         p99: pct(0.99),
@@ -276,6 +293,21 @@ fn run_one(args: &BenchArgs, url: &str) -> Result<Outcome> {
         cpu,
         lookups,
     })
+}
+
+/// Commits of `batch` offsets, cycling over `keys`, until `time` has passed.
+fn warm_up(buffer: &CommitBuffer, keys: &[OffsetKey], batch: u64, time: Duration) -> Result<()> {
+    let started = Instant::now();
+    let mut i = 0u64;
+    while started.elapsed() < time {
+        for _ in 0..batch {
+            let key = &keys[(i % keys.len() as u64) as usize];
+            buffer.offer(key.clone(), Offset::new().with("position", i as i64))?;
+            i += 1;
+        }
+        buffer.commit().wait()?;
+    }
+    Ok(())
 }
 
 /// This process's CPU time so far, user and system, from `/proc/self/stat` (in Linux's fixed
@@ -448,12 +480,13 @@ fn to_json(args: &BenchArgs, outs: &[Outcome]) -> String {
         })
         .collect();
     format!(
-        "{{\"workload\":{{\"connectors\":{},\"partitions\":{},\"batch\":{},\"committers\":{},\"durability\":\"{}\"}},\"results\":[{}]}}",
+        "{{\"workload\":{{\"connectors\":{},\"partitions\":{},\"batch\":{},\"committers\":{},\"durability\":\"{}\",\"warmup_seconds\":{}}},\"results\":[{}]}}",
         args.connectors,
         args.partitions,
         args.batch,
         args.committers,
         args.durability,
+        args.warmup,
         items.join(",")
     )
 }
