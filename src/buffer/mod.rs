@@ -252,7 +252,7 @@ impl CommitBuffer {
     fn put(&self, key: OffsetKey, offset: Option<Offset>) -> Result<()> {
         let shared = &*self.shared;
         let pending = &shared.pending;
-        // The common case takes only the key's shard lock: no state lock, no wait.
+        // The common case takes only this thread's lane lock: no state lock, no wait.
         if shared.stopping.load(Ordering::Acquire)
             || (pending.len() >= shared.max_pending && !pending.contains(&key))
         {
