@@ -126,42 +126,78 @@ fn offer(c: &mut Criterion) {
             })
         });
         let threads = std::thread::available_parallelism().map_or(2, |p| p.get());
-        let ks = Arc::new(ks);
         // Every thread over all the keys (a key offered by several tasks), and each thread over keys
         // of its own (Connect's case: a source partition belongs to one task).
         for (name, own_keys) in [("threads", false), ("threads_own_keys", true)] {
+            let tasks = Tasks::start(&r.buffer, n, threads, own_keys);
             g.bench_with_input(
                 BenchmarkId::new(format!("buffer_{threads}_{name}"), n),
                 &n,
-                |b, _| {
-                    b.iter_custom(|iters| {
-                        let per = iters.div_ceil(threads as u64);
-                        let start = Instant::now();
-                        std::thread::scope(|s| {
-                            for t in 0..threads {
-                                let (ks, buffer, value) =
-                                    (Arc::clone(&ks), Arc::clone(&r.buffer), value.clone());
-                                s.spawn(move || {
-                                    let (step, mut i) = if own_keys {
-                                        (threads, t)
-                                    } else {
-                                        (1, t * 7919)
-                                    };
-                                    for _ in 0..per {
-                                        i = (i + step) % n;
-                                        buffer.offer(ks[i].clone(), value.clone()).unwrap();
-                                    }
-                                });
-                            }
-                        });
-                        // `iters` offers in all, spread over the threads: the wall time is theirs.
-                        start.elapsed()
-                    })
-                },
+                // `iters` offers in all, spread over the threads: the wall time is theirs.
+                |b, _| b.iter_custom(|iters| tasks.run(iters)),
             );
         }
     }
     g.finish();
+}
+
+/// Offering threads that live as long as a worker's tasks (across Criterion's samples), each with
+/// the keys and values it made itself, as a task makes its own.
+struct Tasks {
+    go: Vec<std::sync::mpsc::Sender<u64>>,
+    done: Arc<std::sync::Barrier>,
+    joins: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Tasks {
+    fn start(buffer: &Arc<CommitBuffer>, n: usize, threads: usize, own_keys: bool) -> Tasks {
+        let done = Arc::new(std::sync::Barrier::new(threads + 1));
+        let (mut go, mut joins) = (Vec::new(), Vec::new());
+        for t in 0..threads {
+            let (tx, rx) = std::sync::mpsc::channel::<u64>();
+            let (buffer, done) = (Arc::clone(buffer), Arc::clone(&done));
+            joins.push(std::thread::spawn(move || {
+                let ks = keys(n);
+                let value = offset(7);
+                done.wait();
+                let (step, mut i) = if own_keys {
+                    (threads, t)
+                } else {
+                    (1, t * 7919)
+                };
+                while let Ok(per) = rx.recv() {
+                    for _ in 0..per {
+                        i = (i + step) % n;
+                        buffer.offer(ks[i].clone(), value.clone()).unwrap();
+                    }
+                    done.wait();
+                }
+            }));
+            go.push(tx);
+        }
+        // Keys made before the first sample's clock starts.
+        done.wait();
+        Tasks { go, done, joins }
+    }
+
+    fn run(&self, iters: u64) -> Duration {
+        let per = iters.div_ceil(self.go.len() as u64);
+        let start = Instant::now();
+        for tx in &self.go {
+            tx.send(per).unwrap();
+        }
+        self.done.wait();
+        start.elapsed()
+    }
+}
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        self.go.clear();
+        for j in self.joins.drain(..) {
+            j.join().unwrap();
+        }
+    }
 }
 
 fn commit_batch(
