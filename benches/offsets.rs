@@ -129,6 +129,9 @@ fn offer(c: &mut Criterion) {
         // Every thread over all the keys (a key offered by several tasks), and each thread over keys
         // of its own (Connect's case: a source partition belongs to one task).
         for (name, own_keys) in [("threads", false), ("threads_own_keys", true)] {
+            // A buffer of their own, which they fill: a key is pending in the lane of the thread
+            // that offered it first since the last commit.
+            let r = rig("memory");
             let tasks = Tasks::start(&r.buffer, n, threads, own_keys);
             g.bench_with_input(
                 BenchmarkId::new(format!("buffer_{threads}_{name}"), n),
@@ -159,12 +162,16 @@ impl Tasks {
             joins.push(std::thread::spawn(move || {
                 let ks = keys(n);
                 let value = offset(7);
-                done.wait();
                 let (step, mut i) = if own_keys {
                     (threads, t)
                 } else {
                     (1, t * 7919)
                 };
+                for _ in 0..n / step {
+                    i = (i + step) % n;
+                    buffer.offer(ks[i].clone(), value.clone()).unwrap();
+                }
+                done.wait();
                 while let Ok(per) = rx.recv() {
                     for _ in 0..per {
                         i = (i + step) % n;
@@ -175,7 +182,7 @@ impl Tasks {
             }));
             go.push(tx);
         }
-        // Keys made before the first sample's clock starts.
+        // Keys made and offered once before the first sample's clock starts.
         done.wait();
         Tasks { go, done, joins }
     }

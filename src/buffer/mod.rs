@@ -1,10 +1,10 @@
 //! The write-ahead commit buffer shared by every backend.
 //!
 //! ```text
-//! task ── offer(key, offset) ──► active map            (last write wins per key; one lock, no I/O)
+//! task ── offer(key, offset) ──► its thread's lane     (last write wins per key; one lock, no I/O)
 //!                                   │  commit() | every flush interval | when max_pending is reached
 //!                                   ▼
-//!            log thread:  seal (swap maps) → encode once → one write + one sync → ack Local tickets
+//!            log thread:  seal (drain lanes) → encode once → one write + one sync → ack Local tickets
 //!                                   │  bounded queue (the next batch is sealed and logged meanwhile)
 //!                                   ▼
 //!            apply thread: store.apply(batch) → ack Store tickets → release or compact log segments

@@ -1,8 +1,9 @@
 //! The offers not yet sealed, in lanes: each offering thread writes to a lane of its own, so a
-//! task overwriting its own keys touches no cache line another thread writes. A key is in at most
-//! one lane; an offer of a key pending in another lane moves it into its own, under both lanes'
-//! locks, so the newest value is always the one a seal finds. Sealing (under the buffer's state
-//! lock) holds every lane at once and drains them into one batch.
+//! task overwriting its own keys touches no cache line another thread writes. A key is pending in
+//! one lane at most, the lane of the thread that offered it first since the last seal; an offer of
+//! it on another thread replaces it there, under both lanes' locks (moving it instead would move a
+//! key offered by two threads at every offer). Sealing (under the buffer's state lock) holds every
+//! lane at once and drains them into one batch.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -103,8 +104,8 @@ impl Pending {
         }
     }
 
-    /// Puts `key` → `value` in this thread's lane: over its pending value when `replace`, or not
-    /// at all when the key is pending. Returns whether it was put, with the value it replaced.
+    /// Puts `key` → `value` over its pending value (in whichever lane) when `replace`, or not at
+    /// all when the key is pending; a key not pending goes to this thread's lane. Returns whether it was put, with the value it replaced.
     fn put(&self, key: OffsetKey, value: Option<Offset>, replace: bool) -> (bool, Option<Offset>) {
         let own = own_lane();
         let mut lane = lock(&self.lanes[own].0);
@@ -114,30 +115,36 @@ impl Pending {
                 false => (false, None),
             };
         }
-        if self.others(own) == 0 {
+        let others = self.others(own);
+        if others == 0 {
             lane.insert(key, value);
             self.len.0.fetch_add(1, Ordering::AcqRel);
             return (true, None);
         }
-        drop(lane);
-        // The slow path: the key may be pending in another lane, or may be offered there now.
-        let mut g = self.lock_lanes(own);
+        // The key may be pending in another lane, or be offered there now: lock those too. Taken
+        // out of order only if free at once; otherwise all again, in order.
+        let mut g: Guards = std::array::from_fn(|_| None);
+        let free = bits(others).all(|i| match self.lanes[i].0.try_lock() {
+            Ok(l) => g[i].replace(l).is_none(),
+            Err(std::sync::TryLockError::Poisoned(p)) => g[i].replace(p.into_inner()).is_none(),
+            Err(std::sync::TryLockError::WouldBlock) => false,
+        });
+        g[own] = Some(lane);
+        if !free || self.others(own) & !others != 0 {
+            drop(g);
+            g = self.lock_lanes(own);
+        }
         let holder = (0..LANES).find(|&i| g[i].as_ref().is_some_and(|l| l.contains_key(&key)));
         fn at<'a>(g: &'a mut Guards<'_>, i: usize) -> &'a mut Entries {
             g[i].as_mut().expect("a locked lane")
         }
         match holder {
             Some(_) if !replace => (false, None),
-            Some(i) if i == own => {
-                let slot = at(&mut g, own)
+            Some(i) => {
+                let slot = at(&mut g, i)
                     .get_mut(&key)
                     .expect("the key is in this lane");
                 (true, std::mem::replace(slot, value))
-            }
-            Some(i) => {
-                let old = at(&mut g, i).swap_remove(&key).flatten();
-                at(&mut g, own).insert(key, value);
-                (true, old)
             }
             None => {
                 at(&mut g, own).insert(key, value);
@@ -241,7 +248,6 @@ mod tests {
         let p = Pending::default();
         on_new_thread(|| p.insert(key(1), pos(1)));
         on_new_thread(|| p.insert(key(1), pos(2)));
-        // Back on the first lane: the key moves again.
         on_new_thread(|| p.insert(key(1), pos(3)));
         assert_eq!(p.len(), 1);
         assert!(on_new_thread(|| p.contains(&key(1))));
