@@ -105,7 +105,8 @@ impl Pending {
     }
 
     /// Puts `key` → `value` over its pending value (in whichever lane) when `replace`, or not at
-    /// all when the key is pending; a key not pending goes to this thread's lane. Returns whether it was put, with the value it replaced.
+    /// all when the key is pending; a key not pending goes to this thread's lane. Returns whether
+    /// it was put, with the value it replaced.
     fn put(&self, key: OffsetKey, value: Option<Offset>, replace: bool) -> (bool, Option<Offset>) {
         let own = own_lane();
         let mut lane = lock(&self.lanes[own].0);
@@ -202,8 +203,8 @@ impl Pending {
             self.dated.store(false, Ordering::Release);
             o.take()
         };
-        // Every lane at once: a key moving between two lanes is in one of them, not in neither.
-        let mut lanes: Vec<_> = self.lanes.iter().map(|l| lock(&l.0)).collect();
+        // Every lane at once: one cut through all of them, after which every occupied bit clears.
+        let mut lanes: [_; LANES] = std::array::from_fn(|i| lock(&self.lanes[i].0));
         // Room for every key at once: a batch grown lane by lane was rehashed at each doubling.
         into.reserve(self.len());
         for lane in &mut lanes {
