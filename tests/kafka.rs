@@ -1311,3 +1311,74 @@ fn a_deleted_marker_is_made_up_for_by_the_batch_headers() {
     let reopened = KafkaStore::open(&url(&plain, 3, "")).expect("reopen");
     assert_eq!(reopened.applied_seq("w").unwrap(), 4, "from the marker");
 }
+
+/// A batch prepared (encoded while the buffer's log writes it) is written as prepared when nothing
+/// changed before its apply, and encoded again when a refresh read a connector's form of its key
+/// in between: then its offset goes under the connector's bytes, not the form prepared.
+#[test]
+fn a_prepared_batch_is_encoded_again_when_the_state_changed() {
+    for params in ["", "&write.mode=idempotent"] {
+        let topic = TopicGuard::new("prepared");
+        let store = KafkaStore::open(&url(&topic, 25, params)).expect("open");
+        let stamp = |records: &[Seen], key: &[u8]| {
+            let r = records.iter().find(|r| r.key.as_deref() == Some(key));
+            r.and_then(|r| r.timestamp)
+                .expect("the record, with a timestamp")
+        };
+
+        // The first batch makes the writer's producer (a transactional one reads the topic first).
+        let first = Batch::new("w", 1, [(key("c", 0), Some(pos(0)))]);
+        store.apply(&first).expect("apply");
+        let k = key("c", 1);
+        let unchanged = Arc::new(Batch::new("w", 2, [(k.clone(), Some(pos(1)))]));
+        let before = now_millis();
+        assert!(store.prepare(&unchanged), "the store prepares batches");
+        std::thread::sleep(Duration::from_millis(200));
+        let applied_at = now_millis();
+        store.apply(&unchanged).expect("apply");
+        let at = stamp(&offset_records(&topic), &k.connect_key());
+        assert!(
+            (before..applied_at).contains(&at),
+            "{params}: written as prepared (stamped {at}, prepared from {before}, applied at {applied_at})"
+        );
+
+        let (forward, reverse) = nine_members("cönn");
+        let changed = Arc::new(Batch::new("w", 3, [(reverse.clone(), Some(pos(2)))]));
+        assert!(store.prepare(&changed));
+        produce_plain(
+            &topic,
+            &[(
+                None,
+                Some(&forward.connect_key()),
+                Some(br#"{"position":1}"#),
+            )],
+        );
+        store.refresh().unwrap();
+        store.apply(&changed).expect("apply");
+        let records = offset_records(&topic);
+        let under = |key: Vec<u8>| -> Vec<String> {
+            records
+                .iter()
+                .filter(|r| r.key.as_deref() == Some(&key[..]))
+                .map(|r| text(r.value.as_deref().unwrap_or(b"null")))
+                .collect()
+        };
+        assert_eq!(
+            under(forward.connect_key()),
+            [r#"{"position":1}"#, r#"{"position":2}"#],
+            "{params}: the new offset under the connector's bytes"
+        );
+        assert!(
+            under(reverse.connect_key()).is_empty(),
+            "{params}: nothing under the form prepared before the refresh"
+        );
+        assert_eq!(store.get(&reverse).unwrap(), Some(pos(2)));
+    }
+}
+
+fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}

@@ -142,7 +142,8 @@
 use std::fmt;
 
 use rdkafka::consumer::Consumer as _;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 mod client;
@@ -229,6 +230,10 @@ pub struct KafkaStore {
     /// The reader; its lock also orders our commits against catch-ups (see `apply`).
     reader: Mutex<Reader>,
     state: RwLock<State>,
+    /// Bumped by every change of `state` (under its write lock, see `state_mut`).
+    generation: AtomicU64,
+    /// A batch's records encoded while the commit buffer's log wrote it (see `prepare`).
+    prepared: Mutex<Option<Prepared>>,
     writers: Writers,
     dead: DeadLetters,
     fault: Option<Arc<dyn ApplyFault>>,
@@ -247,6 +252,14 @@ impl fmt::Debug for KafkaStore {
             .field("loaded", &self.loaded)
             .finish()
     }
+}
+
+/// A batch's records, encoded from the state of `generation`: what its apply writes while the
+/// state is still that one.
+struct Prepared {
+    batch: Arc<Batch>,
+    generation: u64,
+    recs: write::Recs,
 }
 
 /// How one transactional write ended badly.
@@ -321,6 +334,8 @@ impl KafkaStore {
             partitions,
             reader: Mutex::new(reader),
             state: RwLock::new(state),
+            generation: AtomicU64::new(0),
+            prepared: Mutex::new(None),
             writers,
             dead,
             fault: builder.fault,
@@ -516,10 +531,10 @@ impl KafkaStore {
     /// another store) into memory.
     pub fn refresh(&self) -> Result<LoadReport> {
         let mut reader = self.reader()?;
-        let mut state = self
-            .state
-            .write()
-            .map_err(|_| Error::store("kafka", "state lock poisoned by a panic"))?;
+        if self.state.is_poisoned() {
+            return Err(Error::store("kafka", "state lock poisoned by a panic"));
+        }
+        let mut state = self.state_mut();
         let t0 = Instant::now();
         let records = reader.catch_up(&mut state, &self.dead, &self.settings)?;
         Ok(LoadReport {
@@ -534,6 +549,23 @@ impl KafkaStore {
         self.reader
             .lock()
             .map_err(|_| Error::store("kafka", "reader lock poisoned by a panic"))
+    }
+
+    /// The state, to change: whatever was encoded from it before is stale from here on.
+    fn state_mut(&self) -> RwLockWriteGuard<'_, State> {
+        let state = self.state.write().unwrap_or_else(|p| p.into_inner());
+        // Under the write lock: a reader holding the read lock sees the count of the state it reads.
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        state
+    }
+
+    /// The records of `batch` encoded by `prepare`, if it was this very batch and `state` (read
+    /// locked) is still the one they were encoded from.
+    fn take_prepared(&self, batch: &Batch, _state: &State) -> Option<write::Recs> {
+        let prepared = self.prepared.lock().ok()?.take()?;
+        (std::ptr::eq(&*prepared.batch, batch)
+            && prepared.generation == self.generation.load(Ordering::Relaxed))
+        .then_some(prepared.recs)
     }
 
     fn read_state(&self) -> Result<RwLockReadGuard<'_, State>> {
@@ -589,7 +621,7 @@ impl KafkaStore {
             .reader()
             .map_err(|e| TxnError::Fault(Box::new((e, producer.abort(settings).err()))))?;
         producer.commit(settings)?;
-        let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state_mut();
         write::apply_to_state(&mut state, batch, &recs);
         Ok(())
     }
@@ -647,7 +679,7 @@ impl KafkaStore {
             producer.send(&settings.topic, marker, Some(&headers), deadline)?;
         }
         producer.wait_acknowledged(failures, deadline, settings)?;
-        let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state_mut();
         write::apply_to_state(&mut state, batch, &recs);
         Ok(())
     }
@@ -691,7 +723,10 @@ impl OffsetStore for KafkaStore {
             if batch.seq != 0 && batch.seq <= state.applied_seq(&batch.writer) {
                 return Ok(());
             }
-            write::encode(batch, &state, self.partitions, &self.settings)?
+            match self.take_prepared(batch, &state) {
+                Some(recs) => recs,
+                None => write::encode(batch, &state, self.partitions, &self.settings)?,
+            }
         };
         let written = match producer {
             Producer::Transaction(p) => self.transact(p, batch, recs),
@@ -709,6 +744,29 @@ impl OffsetStore for KafkaStore {
             Err(TxnError::Failure(f)) => f,
         };
         Err(self.settle(&mut guard, batch, &id, failure))
+    }
+
+    /// Encodes the batch's records while the log writes it: the encoding reads the state (the
+    /// live forms of each key), so `apply` uses it only if no change came in between.
+    fn prepare(&self, batch: &Arc<Batch>) -> bool {
+        let Ok(state) = self.read_state() else {
+            return true;
+        };
+        let generation = self.generation.load(Ordering::Relaxed);
+        if batch.seq != 0 && batch.seq <= state.applied_seq(&batch.writer) {
+            return true;
+        }
+        // A batch the brokers would refuse is refused again, with its error, at the apply.
+        let recs = write::encode(batch, &state, self.partitions, &self.settings).ok();
+        drop(state);
+        if let (Some(recs), Ok(mut prepared)) = (recs, self.prepared.lock()) {
+            *prepared = Some(Prepared {
+                batch: Arc::clone(batch),
+                generation,
+                recs,
+            });
+        }
+        true
     }
 
     fn applied_seq(&self, writer: &str) -> Result<u64> {

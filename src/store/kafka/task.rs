@@ -226,7 +226,7 @@ impl<'s> TaskProducer<'s> {
         };
         self.producer.commit(settings).map_err(|f| self.failed(f))?;
         self.phase = Phase::Idle;
-        let mut state = store.state.write().unwrap_or_else(|p| p.into_inner());
+        let mut state = store.state_mut();
         write::apply_to_state(&mut state, &batch, &recs);
         drop(reader);
         Ok(())
