@@ -297,6 +297,10 @@ impl KafkaStore {
         if let Some(dir) = &settings.snapshot_dir {
             snapshot::prepare_dir(dir)?;
         }
+        // Read and index the snapshot while the brokers answer what it is checked against: the
+        // topic's metadata and policy, then its identity and offsets.
+        let loading = (settings.snapshot_dir.as_ref())
+            .map(|dir| snapshot::Loading::start(snapshot::path(dir, &settings.topic)));
         let mut reader = Reader::new(&settings)?;
         let info = topic::ensure_topic(&settings, reader.consumer())?;
         let partitions = info.partitions;
@@ -308,9 +312,11 @@ impl KafkaStore {
         reader.assign(partitions);
         let dead = DeadLetters::new(&settings);
         let t0 = Instant::now();
-        let (mut state, start, place) = match &settings.snapshot_dir {
-            None => (State::default(), Start::Cold, None),
-            Some(dir) => Self::warm_start(&settings, &mut reader, dir, &info)?,
+        let (mut state, start, place) = match (&settings.snapshot_dir, loading) {
+            (Some(dir), Some(loading)) => {
+                Self::warm_start(&settings, &mut reader, dir, loading, &info)?
+            }
+            _ => (State::default(), Start::Cold, None),
         };
         let records = reader.catch_up(&mut state, &dead, &settings)?;
         let loaded = LoadReport {
@@ -345,20 +351,17 @@ impl KafkaStore {
         })
     }
 
-    /// The state and reader positions to start from: the snapshot in `dir` when it checks out
-    /// against the topic as it is now, else an empty state from the beginning (saying why).
+    /// The state and reader positions to start from: the snapshot in `dir` (being read by
+    /// `loading`) when it checks out against the topic as it is now, else an empty state from the
+    /// beginning (saying why).
     fn warm_start(
         settings: &Settings,
         reader: &mut Reader,
         dir: &std::path::Path,
+        loading: snapshot::Loading,
         info: &topic::TopicInfo,
     ) -> Result<(State, Start, Option<SnapshotPlace>)> {
         let path = snapshot::path(dir, &settings.topic);
-        // Read and index the snapshot while the broker answers what it is checked against.
-        let loading = {
-            let path = path.clone();
-            std::thread::spawn(move || snapshot::read(&path).map(|b| b.map(snapshot::decode)))
-        };
         let client = reader.consumer().client();
         let identity = match (
             client.fetch_cluster_id(settings.timeout),
@@ -401,10 +404,7 @@ impl KafkaStore {
             };
             Ok((State::default(), start, Some(place)))
         };
-        let loaded = loading
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        let Some(decoded) = loaded? else {
+        let Some(decoded) = loading.join()? else {
             tracing::info!(topic = %settings.topic, snapshot = %path.display(), "no snapshot yet: reading the whole topic");
             return cold(None);
         };

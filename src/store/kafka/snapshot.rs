@@ -344,6 +344,27 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// A snapshot file being read and decoded on a thread of its own.
+pub(crate) struct Loading(std::thread::JoinHandle<Result<Option<Decoded>>>);
+
+/// A snapshot file's contents, or what is wrong with them.
+pub(crate) type Decoded = std::result::Result<Snapshot, String>;
+
+impl Loading {
+    pub(crate) fn start(path: PathBuf) -> Loading {
+        Loading(std::thread::spawn(move || {
+            read(&path).map(|bytes| bytes.map(decode))
+        }))
+    }
+
+    /// The snapshot: `None` when there is no file.
+    pub(crate) fn join(self) -> Result<Option<Decoded>> {
+        self.0
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    }
+}
+
 /// The snapshot file's bytes, `None` when there is none. Read in two halves on two threads: the
 /// kernel's copy and the faults on the fresh buffer were a third of a warm start on one core.
 pub(crate) fn read(path: &Path) -> Result<Option<Vec<u8>>> {
