@@ -574,6 +574,11 @@ impl Settings {
         });
         c.set("bootstrap.servers", &self.bootstrap);
         c.set("client.id", "connect-offsets");
+        // A new client drops its bootstrap connection once it learns the brokers' ids, and may
+        // not connect again for half of this (librdkafka's sparse connections): with the default
+        // 100 ms, a warm open often waited those 50 ms for its first metadata. Failed
+        // connections still back off exponentially, up to `reconnect.backoff.max.ms`.
+        c.set("reconnect.backoff.ms", "10");
         for (k, v) in &self.properties {
             c.set(k, v);
         }
@@ -738,6 +743,12 @@ mod tests {
         // value is kept.
         assert_eq!(c.get("linger.ms"), None);
         assert_eq!(idem.producer_config("x").get("linger.ms"), None);
+        assert_eq!(c.get("reconnect.backoff.ms"), Some("10"));
+        let own = s("kafka://h:1/t?reconnect.backoff.ms=250");
+        assert_eq!(
+            own.consumer_config().get("reconnect.backoff.ms"),
+            Some("250")
+        );
         let own = s("kafka://h:1/t?linger.ms=20");
         assert_eq!(own.producer_config("x").get("linger.ms"), Some("20"));
         assert_eq!(

@@ -170,6 +170,8 @@ impl Reader {
     fn list_offsets(&self, settings: &Settings, at: KafkaOffset, which: &str) -> Result<Vec<i64>> {
         let what = format!("ask for the {which} offsets of topic `{}`", self.topic);
         let deadline = Instant::now() + settings.timeout;
+        // A topic created a moment ago is often between leaders once: ask again soon, then less.
+        let mut backoff = Duration::from_millis(10);
         loop {
             match self.try_list_offsets(settings, at, deadline) {
                 Ok(ends) => return Ok(ends),
@@ -185,7 +187,8 @@ impl Reader {
                     if !retriable(&e) {
                         return Err(kafka_error(self.consumer.context(), &what, &e));
                     }
-                    std::thread::sleep(Duration::from_millis(100));
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_millis(100));
                 }
             }
         }
