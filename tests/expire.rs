@@ -551,6 +551,48 @@ fn expiry_never_resets_an_offset_in_flight() {
     panic!("three rounds in a row paused");
 }
 
+/// A partition stale in the store whose newer offset is sealed but not yet logged (the log
+/// thread is held between the seal and the write) is not reset: the expiry waits for the log.
+#[test]
+fn expiry_never_resets_an_offset_being_logged() {
+    use std::sync::atomic::{AtomicBool, Ordering::*};
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn OffsetStore> = Arc::new(MemoryStore::new());
+    let (hold, held) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let mut config = expiring_config(dir.path(), Duration::from_millis(300));
+    let (h, seen) = (Arc::clone(&hold), Arc::clone(&held));
+    config.with_observer(Some(Arc::new(move |_: &connect_offsets::Batch| {
+        while h.load(Acquire) {
+            seen.store(true, Release);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    })));
+    let buffer = CommitBuffer::open(Arc::clone(&store), config).unwrap();
+    let k = key("logging", "/busy");
+    buffer.offer(k.clone(), pos(1)).unwrap();
+    buffer.commit_with(Durability::Store).wait().unwrap();
+    let written = store.change_times(std::slice::from_ref(&k)).unwrap()[0].unwrap();
+    // Sealed while fresh (a reset queued by a pause before the offer is replaced by it).
+    hold.store(true, Release);
+    buffer.offer(k.clone(), pos(2)).unwrap();
+    let ticket = buffer.commit_with(Durability::Store);
+    while !held.load(Acquire) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Stale in the store, then two expire intervals more, all while sealed and not logged.
+    while now_ms() < written + 300 + 400 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    hold.store(false, Release);
+    ticket.wait().unwrap();
+    buffer.commit_with(Durability::Store).wait().unwrap();
+    assert_eq!(store.get(&k).unwrap(), Some(pos(2)));
+    buffer.close().unwrap();
+}
+
 /// With history on, the buffer's expiry resets stale partitions and records those resets, but
 /// never expires the history records themselves (they are the crate's, not a connector's).
 #[test]

@@ -4,9 +4,10 @@
 //! commit).
 //!
 //! It never resets a partition over a newer offset. Under the state lock, which every seal and
-//! every apply's bookkeeping takes, a candidate is dropped when a logged batch not yet applied
-//! holds it, or when the store (read again there) has written it since; the reset then goes in
-//! only where nothing is pending for the key, and an offer that comes later replaces it. The
+//! every apply's bookkeeping takes, and once no sealed batch is still being logged, a candidate is
+//! dropped when a logged batch not yet applied holds it, or when the store (read again there) has
+//! written it since; the reset then goes in only where nothing is pending for the key, and an
+//! offer that comes later replaces it. The
 //! crate's reserved namespaces are never expired: the markers of [`crate::once`] keep overrides
 //! from applying again.
 
@@ -100,7 +101,19 @@ impl ExpireThread {
     /// Queues a reset of each of `stale` that is still stale with nothing newer in the buffer
     /// (see the module docs). Returns how many were queued.
     fn queue_resets(&self, stale: Vec<OffsetKey>, cutoff: u64) -> Result<u64> {
-        let st = lock(&self.shared);
+        let mut st = lock(&self.shared);
+        // A batch sealed but not yet logged is neither pending nor in flight: wait until it is.
+        while st.durable + 1 < st.open_epoch {
+            if st.closing || st.closed || st.poisoned.is_some() {
+                return Ok(0);
+            }
+            st = self
+                .shared
+                .changed
+                .wait_timeout(st, Duration::from_secs(1))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
         let candidates: Vec<OffsetKey> = stale
             .into_iter()
             .filter(|k| !st.in_flight.iter().any(|b| b.entries.contains_key(k)))
