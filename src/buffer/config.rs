@@ -41,7 +41,8 @@ pub struct CommitBufferConfig {
     pub flush_interval: Option<Duration>,
     /// `offset.flush.timeout.ms`: how long a ticket's `wait` waits (default 5 s).
     pub flush_timeout: Duration,
-    /// Distinct keys pending before `offer` applies back-pressure (default 1,000,000).
+    /// Distinct keys pending before `offer` applies back-pressure (default 1,000,000). Offers
+    /// racing on many threads may each pass the check: it can be exceeded by up to one key per offering thread.
     pub max_pending: usize,
     /// Block or refuse when full.
     pub when_full: WhenFull,

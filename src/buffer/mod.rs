@@ -1,7 +1,7 @@
 //! The write-ahead commit buffer shared by every backend.
 //!
 //! ```text
-//! task ── offer(key, offset) ──► its thread's lane     (last write wins per key; one lock, no I/O)
+//! task ── offer(key, offset) ──► its thread's lane     (last write wins per key; its lane's lock, no I/O)
 //!                                   │  commit() | every flush interval | when max_pending is reached
 //!                                   ▼
 //!            log thread:  seal (drain lanes) → encode once → one write + one sync → ack Local tickets

@@ -71,6 +71,7 @@ impl Pending {
         self.len() == 0
     }
 
+    /// Whether `key` is pending (marks this thread's lane occupied, as an offer would).
     pub(super) fn contains(&self, key: &OffsetKey) -> bool {
         let g = self.lock_lanes(own_lane());
         g.iter().flatten().any(|l| l.contains_key(key))
@@ -174,7 +175,8 @@ impl Pending {
     }
 
     /// Notes the time of the oldest unsealed offer. After the insert: a seal racing with it may
-    /// leave this offer dated twice (an age a little too high), never undated.
+    /// take this offer and leave its date behind (the oldest pending age then reads a little high
+    /// until the next seal), never leave it undated.
     fn date(&self) {
         if !self.dated.load(Ordering::Acquire) {
             let mut oldest = self.oldest.lock().unwrap_or_else(|p| p.into_inner());
