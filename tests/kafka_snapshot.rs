@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use connect_offsets::store::OffsetStore;
 use connect_offsets::store::kafka::{Fallback, KafkaStore, Start};
-use connect_offsets::{Batch, Offset, OffsetKey, Partition};
+use connect_offsets::{Batch, Offset, OffsetKey, OffsetStoreExt, Partition};
 use kafka_util::*;
 use rdkafka::ClientConfig;
 use rdkafka::admin::{
@@ -68,7 +68,12 @@ fn answers(store: &KafkaStore) -> Answers {
 
 /// What a store without a snapshot answers for the same topic.
 fn cold_answers(topic: &str) -> Answers {
-    let cold = KafkaStore::open(&url(topic, PARTITIONS, "")).unwrap();
+    cold_answers_of(&url(topic, PARTITIONS, ""))
+}
+
+/// What a store without a snapshot opened at `url` answers.
+fn cold_answers_of(url: &str) -> Answers {
+    let cold = KafkaStore::open(url).unwrap();
     assert_eq!(cold.loaded().start, Start::Cold);
     answers(&cold)
 }
@@ -365,4 +370,75 @@ fn a_bad_snapshot_dir_is_refused_naming_it() {
         .expect_err("empty")
         .to_string();
     assert!(e.contains("snapshot.dir"), "{e}");
+}
+
+/// A store open longer than `delete.retention.ms` between two catch-ups: a key another writer
+/// reset meanwhile may be compacted away whole (its records and the tombstone). Reading on from
+/// where it stopped would keep the old offset, live and in the snapshot written at drop; the
+/// catch-up reads the topic whole again instead.
+#[test]
+fn a_catch_up_after_the_tombstone_retention_reads_the_topic_whole() {
+    let topic = TopicGuard::new("snap-gap");
+    create_topic(
+        &topic,
+        1,
+        &[
+            ("cleanup.policy", "compact"),
+            ("delete.retention.ms", "3000"),
+            ("segment.ms", "100"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let snapshots = url(
+        &topic,
+        1,
+        &format!("&snapshot.dir={}", dir.path().display()),
+    );
+    let plain = url(&topic, 1, "");
+    let with_snapshot = KafkaStore::open(&snapshots).unwrap();
+    write(&with_snapshot, 1, 3, 0);
+    let live = KafkaStore::open(&plain).unwrap();
+    let other = KafkaStore::open(&plain).unwrap();
+    other.reset(key(1)).unwrap();
+    drop(other);
+
+    // Offsets of another connector roll segments until the cleaner has removed every record of
+    // key 1.
+    let gone = key(1).connect_key();
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    for i in 0u64.. {
+        let filler = format!(r#"["filler",{{"n":{}}}]"#, i % 4);
+        produce_plain(
+            &topic,
+            &[(Some(0), Some(filler.as_bytes()), Some(br#"{"p":1}"#))],
+        );
+        if i % 10 == 9
+            && read_all(&topic, "read_committed")
+                .iter()
+                .all(|r| r.key.as_deref() != Some(&gone[..]))
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "key 1 is never compacted away"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let cold = cold_answers_of(&plain);
+    assert!(cold.0.iter().all(|(_, k, _)| *k != gone), "reset: {cold:?}");
+    live.refresh().unwrap();
+    assert_eq!(live.get(&key(1)).unwrap(), None, "the reset is forgotten");
+    assert_eq!(answers(&live), cold);
+    drop(with_snapshot);
+    let warm = KafkaStore::open(&snapshots).unwrap();
+    let start = warm.loaded().start;
+    // A paused machine may make the snapshot too old by the time it is opened.
+    assert!(
+        matches!(start, Start::Warm | Start::Fallback(Fallback::TooOld)),
+        "{start:?}"
+    );
+    assert_eq!(answers(&warm), cold, "{start:?}");
 }

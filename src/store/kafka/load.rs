@@ -48,6 +48,9 @@ const MAX_EXPECTED: usize = 1 << 21;
 /// (only a topic that is written without pause keeps moving).
 const MAX_ROUNDS: usize = 20;
 
+/// Kafka's default `delete.retention.ms` (one day).
+const DEFAULT_DELETE_RETENTION_MS: i64 = 86_400_000;
+
 /// Reads the topic with `read_committed`, keeping its place between catch-ups.
 pub(crate) struct Reader {
     consumer: BaseConsumer<Ctx>,
@@ -58,6 +61,9 @@ pub(crate) struct Reader {
     /// Wall-clock milliseconds at the start of the last complete catch-up: every record at or
     /// after `next` became visible after it (what a snapshot's age is measured from).
     read_at_ms: i64,
+    /// The topic's `delete.retention.ms`: a catch-up that starts this long after the last one may
+    /// have missed tombstones the cleaner has since removed with the records they deleted.
+    keep_tombstones_ms: i64,
     /// Whether each record's `(writer, seq)` headers are read. They only matter once a writer's
     /// marker was deleted (see [`Reader::catch_up`]); parsing them was a quarter of a cold load.
     headers: bool,
@@ -93,6 +99,7 @@ impl Reader {
             partitions: 0,
             next: Vec::new(),
             read_at_ms: now_ms(),
+            keep_tombstones_ms: DEFAULT_DELETE_RETENTION_MS,
             headers: false,
         })
     }
@@ -105,6 +112,11 @@ impl Reader {
     pub(crate) fn assign(&mut self, partitions: i32) {
         self.partitions = partitions;
         self.next = vec![0; partitions as usize];
+    }
+
+    /// How long the topic keeps tombstones, when the brokers said (else Kafka's default).
+    pub(crate) fn keep_tombstones(&mut self, delete_retention_ms: Option<i64>) {
+        self.keep_tombstones_ms = delete_retention_ms.unwrap_or(DEFAULT_DELETE_RETENTION_MS);
     }
 
     /// Resumes where a snapshot taken at `read_at_ms` left off: `next` is the next offset to read
@@ -235,6 +247,24 @@ impl Reader {
         settings: &Settings,
     ) -> Result<u64> {
         let started = now_ms();
+        let last = self.read_at_ms;
+        let stale = started.saturating_sub(last) >= self.keep_tombstones_ms;
+        let read = self.read_on(state, dead, settings, started)?;
+        if stale && let Err(e) = self.read_whole_again(state, dead, settings, started - last) {
+            self.read_at_ms = last;
+            return Err(e);
+        }
+        Ok(read)
+    }
+
+    /// Reads on from where the last catch-up stopped; `started` is when this catch-up began.
+    fn read_on(
+        &mut self,
+        state: &mut State,
+        dead: &DeadLetters,
+        settings: &Settings,
+        started: i64,
+    ) -> Result<u64> {
         let ends = self.end_offsets(settings)?;
         if self.caught_up(&ends) {
             self.read_at_ms = started;
@@ -278,6 +308,45 @@ impl Reader {
         self.headers = true;
         self.next = vec![0; self.partitions as usize];
         self.catch_up(state, dead, settings)
+    }
+
+    /// A catch-up `since_ms` after the last one, as long as the topic keeps tombstones: a key reset
+    /// meanwhile may be gone whole (its records and the tombstone), and reading on keeps its old
+    /// offset. So the topic is read again from the start, to where reading on just stopped, and
+    /// what that read does not have is forgotten, but for our own commits it cannot see yet.
+    fn read_whole_again(
+        &mut self,
+        state: &mut State,
+        dead: &DeadLetters,
+        settings: &Settings,
+        since_ms: i64,
+    ) -> Result<()> {
+        tracing::info!(
+            topic = %self.topic,
+            since_ms,
+            delete_retention_ms = self.keep_tombstones_ms,
+            "the last catch-up is older than the topic keeps tombstones: reading it whole again"
+        );
+        let ends = std::mem::replace(&mut self.next, vec![0; self.partitions as usize]);
+        let mut fresh = State::default();
+        fresh.expect(state.len());
+        let read = self.start().and_then(|()| {
+            let read = self.read_to(&ends, &mut fresh, dead, settings);
+            let stopped = self.stop();
+            read.and(stopped)
+        });
+        let complete = self.next.iter().zip(&ends).all(|(n, e)| n >= e);
+        self.next = ends;
+        read?;
+        if !complete {
+            return Err(Error::store(
+                "kafka",
+                "the topic could not be read again to where it was read (a record was refused)",
+            ));
+        }
+        fresh.settle_room();
+        state.adopt(fresh, self.read_at_ms - self.keep_tombstones_ms);
+        Ok(())
     }
 
     fn caught_up(&self, ends: &[i64]) -> bool {

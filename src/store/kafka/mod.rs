@@ -310,6 +310,7 @@ impl KafkaStore {
             *write::lock(&slot) = Slot::Ready(Producer::create(&settings, &id)?);
         }
         reader.assign(partitions);
+        reader.keep_tombstones(info.delete_retention_ms);
         let dead = DeadLetters::new(&settings);
         let t0 = Instant::now();
         let (mut state, start, place) = match (&settings.snapshot_dir, loading) {

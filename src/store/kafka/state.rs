@@ -750,6 +750,54 @@ impl State {
         }
     }
 
+    /// Becomes `fresh`, a read of the whole topic to where this state was read, but for what only
+    /// this one knows: our own commits the read could not see yet (beyond the last stable offset,
+    /// say). A form we committed and never read back stays when it was written after
+    /// `unseen_after_ms` (older ones were compacted away after a tombstone); a key `fresh` has and
+    /// this state does not was reset by us; a writer's greater seq is ours.
+    pub(crate) fn adopt(&mut self, mut fresh: State, unseen_after_ms: i64) {
+        let base = &self.base[..];
+        let State {
+            namespaces,
+            seqs,
+            base: fresh_base,
+            ..
+        } = &mut fresh;
+        for (name, ns) in &self.namespaces {
+            for view in ns.keys.iter(base) {
+                let current = view.current();
+                if current.stamp.offset == Stamp::UNREAD
+                    && current.stamp.timestamp > unseen_after_ms
+                {
+                    let entry = Entry(Box::from(view.bytes()));
+                    let into = namespaces
+                        .entry(name.clone())
+                        .or_insert_with(|| Namespace::new(name));
+                    into.keys.put(fresh_base, entry);
+                }
+            }
+        }
+        for (name, ns) in namespaces.iter_mut() {
+            let mine = self.namespaces.get(name);
+            let reset: Vec<Vec<u8>> = ns
+                .keys
+                .iter(fresh_base)
+                .map(View::canonical)
+                .filter(|c| mine.is_none_or(|m| m.keys.get(base, c).is_none()))
+                .map(<[u8]>::to_vec)
+                .collect();
+            for c in reset {
+                ns.keys.remove(fresh_base, &c);
+            }
+        }
+        namespaces.retain(|_, ns| !ns.keys.is_empty());
+        for (writer, seq) in &self.seqs {
+            let at = seqs.entry(writer.clone()).or_insert(0);
+            *at = (*at).max(*seq);
+        }
+        *self = fresh;
+    }
+
     /// A read of about `records` records begins: the first namespace it creates makes room for
     /// them all (growing a table of a million keys step by step was 7% of a cold load), and
     /// [`State::settle_room`] gives back what was not needed.
@@ -956,6 +1004,31 @@ mod tests {
         s.reset(spaced, &ab, 0);
         assert_eq!(s.get(&ab), None);
         assert!(s.namespaces().is_empty());
+    }
+
+    /// A whole read again replaces what was read before, but keeps our commits it could not see:
+    /// a recent unread write and a reset (the key it still has); an unread write older than a
+    /// tombstone is kept is not ours to keep; a newer seq of ours stays.
+    #[test]
+    fn adopting_a_whole_read_keeps_only_our_unseen_commits() {
+        let k = |i: i64| OffsetKey::new("c", Partition::new().with("f", i));
+        let unread = |ms| at(ms, 0, Stamp::UNREAD);
+        let mut mine = State::default();
+        mine.put(&k(1).connect_key(), k(1), pos(1), at(10, 0, 0)); // compacted away since
+        mine.put(&k(2).connect_key(), k(2), pos(22), unread(1000)); // ours, not visible yet
+        mine.put(&k(3).connect_key(), k(3), pos(3), unread(10)); // ours, compacted away since
+        mine.put(&k(5).connect_key(), k(5), pos(5), at(10, 0, 2));
+        mine.note_seq("w", 7);
+        let mut fresh = State::default();
+        fresh.put(&k(2).connect_key(), k(2), pos(2), at(10, 0, 1));
+        fresh.put(&k(4).connect_key(), k(4), pos(4), at(10, 0, 3)); // we reset it
+        fresh.put(&k(5).connect_key(), k(5), pos(5), at(10, 0, 2));
+        fresh.note_seq("w", 6);
+        fresh.note_seq("v", 1);
+        mine.adopt(fresh, 500);
+        let got: Vec<_> = mine.partitions("c");
+        assert_eq!(got, vec![(k(2), pos(22)), (k(5), pos(5))]);
+        assert_eq!(mine.writers(), vec![("v".into(), 1), ("w".into(), 7)]);
     }
 
     /// Two live forms in two topic partitions, read in either order, give the
