@@ -90,6 +90,25 @@ impl ConnectorOffsets {
         Ok(ConnectorOffsets { offsets: out })
     }
 
+    /// The document as Connect's `PATCH` of it writes it: every partition and offset as
+    /// [`FieldMap::as_connect_patch_writes`] says (a partition with no live record goes under the
+    /// key bytes Connect would give it).
+    ///
+    /// [`FieldMap::as_connect_patch_writes`]: crate::FieldMap::as_connect_patch_writes
+    pub fn as_connect_patch_writes(self) -> ConnectorOffsets {
+        let offsets = self.offsets.into_iter();
+        ConnectorOffsets {
+            offsets: offsets
+                .map(|(p, o)| {
+                    (
+                        p.map(|p| p.as_connect_patch_writes()),
+                        o.map(|o| o.as_connect_patch_writes()),
+                    )
+                })
+                .collect(),
+        }
+    }
+
     /// The entries as store keys of `connector`, with their offsets (`None` = reset).
     pub fn into_entries(self, connector: &str) -> Vec<(OffsetKey, Option<Offset>)> {
         self.offsets

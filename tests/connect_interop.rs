@@ -12,7 +12,8 @@
 //!    again);
 //! 3. Connect's `DELETE /connectors/{name}/offsets` is seen by our store after `refresh()` as a reset;
 //! 4. the `PATCH` bodies `connect-offsets serve` accepts (tests/rest.rs) are accepted by the worker
-//!    too, with the same result whichever of the two applied them;
+//!    too, with the same result whichever of the two applied them, and a new partition of 14
+//!    members is written in the same member order (Java's `HashMap`'s) by both;
 //! 5. an offset Connect wrote for a 9-member partition (unicode names, a double) and that our CLI
 //!    `set`s with the members reversed is what Connect's `GET` returns, under Connect's own key.
 //!
@@ -591,14 +592,50 @@ fn a_real_connect_worker_and_our_store_share_the_offsets_topic() {
     assert_eq!(st, 200, "serve PATCH {zero_body}: {body}");
     let serve_negative = zero_sign("serve");
     assert!(
-        !connect_negative,
-        "Connect's PATCH writes what its converter reads back: 0.0"
+        !connect_negative && !serve_negative,
+        "Connect's PATCH writes what its converter reads back, 0.0, and so does serve's"
     );
-    eprintln!(
-        "connect_interop (d): PATCH {zero_body}: Connect wrote z = {}0.0, serve wrote z = {}0.0",
-        if connect_negative { "-" } else { "" },
-        if serve_negative { "-" } else { "" }
-    );
+    // A partition of 14 members, new to the topic, in an order of the body's: Connect writes it in
+    // its HashMap's order (14 members: 32 buckets), and so does `serve` (another filename, the same
+    // names, so the same order).
+    let members = |file: &str| {
+        format!(
+            r#"{{"zone":"z","ключ":1,"tablé":"t","sërver 😀":"s","cluster":"c","topic":"t","partition":2,"filename":{},"shard":3,"db":"d","schema":"s","kafka_topic":"k","kafka_partition":4,"Ea":5}}"#,
+            js(file)
+        )
+    };
+    let written_order = |file: &str| {
+        let want = OffsetKey::new(name.as_str(), Partition::from_json(&members(file)).unwrap());
+        let rec = read_all(&offsets_topic, "read_committed")
+            .into_iter()
+            .rfind(|r| {
+                r.key.as_deref().and_then(|k| json::decode_key(k).ok()) == Some(want.clone())
+            })
+            .unwrap_or_else(|| panic!("no record of {file}"));
+        let key = json::decode_key(&rec.key.unwrap()).unwrap();
+        let names: Vec<String> = key
+            .partition()
+            .unwrap()
+            .iter()
+            .map(|(n, _)| n.to_owned())
+            .collect();
+        names
+    };
+    for (url, file) in [
+        (c.url("/offsets"), "/tmp/order-connect.txt"),
+        (serve.offsets_url(&name), "/tmp/order-serve.txt"),
+    ] {
+        let body = format!(
+            r#"{{"offsets":[{{"partition":{},"offset":{{"position":1}}}}]}}"#,
+            members(file)
+        );
+        let (st, text) = http("PATCH", &url, Some(&body));
+        assert_eq!(st, 200, "PATCH {body} to {url}: {text}");
+    }
+    let connect_order = written_order("/tmp/order-connect.txt");
+    assert_ne!(connect_order[0], "zone", "Connect reorders the members");
+    assert_eq!(written_order("/tmp/order-serve.txt"), connect_order);
+    eprintln!("connect_interop (d): Connect and serve both wrote 14 members as {connect_order:?}");
     // tests/rest.rs's source body, with its null partition: `serve` takes it; Connect's framework
     // would too, but FileStreamSourceConnector.alterOffsets refuses every offset without a
     // `position` and every null partition (with a 500, as Connect answers connector errors).

@@ -384,7 +384,7 @@ impl Server {
         if doc.offsets.is_empty() {
             return Reply::error(400, NO_OFFSETS);
         }
-        let entries = doc.into_entries(name);
+        let entries = doc.as_connect_patch_writes().into_entries(name);
         let n = entries.len();
         if let Err(r) = self.modify(name, |store| store.write(entries)) {
             return r;

@@ -3,8 +3,10 @@
 //! * [`json`]: the bytes `JsonConverter` (with `schemas.enable=false`) writes for offset keys and values,
 //!   and a decoder for what Connect writes.
 //! * `scan`: plain keys and values read without building them (a loader's fast path).
+//! * `java_map`: the member order of a `java.util.HashMap`, which Connect's REST API writes in.
 //! * [`murmur2`](mod@murmur2): the Java producer's default partitioner, which decides the topic partition of a key.
 
+pub(crate) mod java_map;
 pub mod json;
 pub mod murmur2;
 pub(crate) mod scan;
