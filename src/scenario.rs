@@ -226,6 +226,9 @@ impl OffsetStore for Recorder {
         self.encoded_writes.fetch_add(1, Ordering::Relaxed);
         self.record(batch, |b| self.inner.apply_encoded(b, encoded))
     }
+    fn admit(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
+        self.inner.admit(writer, key, offset)
+    }
     fn applied_seq(&self, writer: &str) -> Result<u64> {
         self.inner.applied_seq(writer)
     }

@@ -1382,3 +1382,86 @@ fn now_millis() -> i64 {
         .unwrap()
         .as_millis() as i64
 }
+
+/// A topic that takes records of at most 10,000 bytes (`max.message.bytes`, below the producer's
+/// 1 MB): an offset too large for it is refused at once, naming the sizes, by a direct write and by
+/// a commit buffer's offer, which never logs it (else its apply would be retried forever, and
+/// every reopen would replay it). The writer's headers count: a record that fits only without
+/// them is refused too; two that fit one by one but not together go in two record batches.
+/// Everything that fits is written, in both write modes.
+#[test]
+fn an_offset_too_large_for_the_topic_is_refused_before_it_is_logged() {
+    use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
+    for mode in ["", "&write.mode=idempotent"] {
+        let topic = TopicGuard::new("too-large");
+        create_topic(
+            &topic,
+            1,
+            &[
+                ("cleanup.policy", "compact"),
+                ("max.message.bytes", "10000"),
+            ],
+        );
+        let url = url(&topic, 1, mode);
+        let store = Arc::new(KafkaStore::open(&url).unwrap());
+        let big = |n: usize| Offset::new().with("blob", "x".repeat(n));
+        let refused = |e: Error, what: &str| {
+            let text = e.to_string();
+            assert!(
+                matches!(e, Error::InvalidData(_)) && text.contains("10000 bytes"),
+                "{mode} {what}: {text}"
+            );
+        };
+        let t0 = Instant::now();
+        refused(store.set(key("c", 1), big(20_000)).unwrap_err(), "set");
+        // 9,000 bytes of value fit; with a writer name of 2,000 bytes in its headers they do not.
+        store.set(key("c", 2), big(9_000)).unwrap();
+        let long_writer = "w".repeat(2_000);
+        let batch = Batch::new(long_writer.as_str(), 1, [(key("c", 3), Some(big(9_000)))]);
+        refused(store.apply(&batch).unwrap_err(), "apply with long headers");
+        assert!(t0.elapsed() < Duration::from_secs(30), "refused at once");
+        // Two records that fit one by one, not in one record batch: sent in two.
+        let two = [
+            (key("c", 7), Some(big(6_000))),
+            (key("c", 8), Some(big(6_000))),
+        ];
+        store.apply(&Batch::new("w", 1, two)).unwrap();
+
+        let wal = tempfile::tempdir().unwrap();
+        let mut cfg = CommitBufferConfig::new(wal.path().join("wal"));
+        cfg.writer = "w".into();
+        cfg.durability = Durability::Store;
+        let open = |cfg: CommitBufferConfig| {
+            CommitBuffer::open(Arc::clone(&store) as Arc<dyn OffsetStore>, cfg).unwrap()
+        };
+        let buffer = open(cfg.clone());
+        refused(buffer.offer(key("c", 4), big(20_000)).unwrap_err(), "offer");
+        buffer.offer(key("c", 5), pos(5)).unwrap();
+        buffer
+            .commit()
+            .wait_timeout(Duration::from_secs(60))
+            .unwrap();
+        drop(buffer);
+        // Nothing of the refused offer was logged: a reopen recovers nothing it cannot write.
+        let buffer = open(cfg);
+        buffer.offer(key("c", 6), pos(6)).unwrap();
+        buffer
+            .commit()
+            .wait_timeout(Duration::from_secs(60))
+            .unwrap();
+        drop(buffer);
+        let fresh = KafkaStore::open(&url).unwrap();
+        for (i, want) in [
+            (1, None),
+            (2, Some(big(9_000))),
+            (3, None),
+            (4, None),
+            (5, Some(pos(5))),
+            (6, Some(pos(6))),
+            (7, Some(big(6_000))),
+            (8, Some(big(6_000))),
+        ] {
+            assert_eq!(fresh.get(&key("c", i)).unwrap(), want, "{mode} key {i}");
+        }
+    }
+}

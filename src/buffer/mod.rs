@@ -228,7 +228,13 @@ impl CommitBuffer {
             return Ok(());
         }
         // Straight into the pending map: the offer path could seal a large override in pieces.
-        for (k, v) in once.batch_entries(&self.shared.writer) {
+        let entries = once.batch_entries(&self.shared.writer);
+        for (k, v) in &entries {
+            self.store
+                .admit(&self.shared.writer, k, v.as_ref())
+                .map_err(|e| e.context(format!("override `{id}`")))?;
+        }
+        for (k, v) in entries {
             self.shared.pending.insert(k, v);
         }
         let seq = self
@@ -251,6 +257,8 @@ impl CommitBuffer {
 
     fn put(&self, key: OffsetKey, offset: Option<Offset>) -> Result<()> {
         let shared = &*self.shared;
+        // What the store could never write is refused now, not logged and retried forever.
+        self.store.admit(&shared.writer, &key, offset.as_ref())?;
         let pending = &shared.pending;
         // The common case takes only this thread's lane lock: no state lock, no wait.
         if shared.stopping.load(Ordering::Acquire)

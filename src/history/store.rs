@@ -361,6 +361,9 @@ impl OffsetStore for HistoryStore {
         };
         true
     }
+    fn admit(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
+        self.inner.admit(writer, key, offset)
+    }
     fn applied_seq(&self, writer: &str) -> Result<u64> {
         self.inner.applied_seq(writer)
     }

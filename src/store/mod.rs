@@ -111,6 +111,14 @@ pub trait OffsetStore: Send + Sync + fmt::Debug {
         Ok(Box::new(move || Ok(all)))
     }
 
+    /// Refuses an entry no write of `writer`'s could ever store (a Kafka record over the topic's
+    /// size limit, say), naming what is wrong: a commit buffer asks at each offer, so that it never
+    /// logs a batch the store must refuse. Cheap: most stores take everything.
+    fn admit(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
+        let _ = (writer, key, offset);
+        Ok(())
+    }
+
     /// The highest `seq` applied for `writer`, 0 when none.
     fn applied_seq(&self, writer: &str) -> Result<u64>;
 
@@ -178,6 +186,7 @@ macro_rules! forward_store {
             fn encode_logged(&self, batch: &Batch) -> Option<Encoded> { (**self).encode_logged(batch) }
             fn apply_encoded(&self, batch: &Batch, encoded: Encoded) -> Result<()> { (**self).apply_encoded(batch, encoded) }
             fn frozen(&self) -> Result<FrozenState> { (**self).frozen() }
+            fn admit(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> { (**self).admit(writer, key, offset) }
             fn applied_seq(&self, writer: &str) -> Result<u64> { (**self).applied_seq(writer) }
             fn writers(&self) -> Result<Vec<(String, u64)>> { (**self).writers() }
             fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> { (**self).get(key) }

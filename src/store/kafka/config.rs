@@ -634,6 +634,7 @@ impl Settings {
                 .map(|(_, v)| v.clone())
                 .unwrap_or_else(|| "60000".into()),
         );
+        self.limit_batches(&mut c);
         c
     }
 
@@ -647,7 +648,22 @@ impl Settings {
         // marker sent right behind its batch's records is then in the topic only if they are.
         c.set("enable.gapless.guarantee", "true");
         c.set("partitioner", "murmur2_random");
+        self.limit_batches(&mut c);
         c
+    }
+
+    /// Keeps the producer's record batches within what the topic takes: librdkafka fills a batch up
+    /// to `batch.size` (1 MB), and a broker refuses a whole batch over the topic's
+    /// `max.message.bytes` even when each of its records fits.
+    fn limit_batches(&self, c: &mut ClientConfig) {
+        let asked = self
+            .properties
+            .iter()
+            .find(|(k, _)| k == "batch.size")
+            .and_then(|(_, v)| v.parse::<usize>().ok());
+        if asked.is_none_or(|n| n > self.max_message_bytes) {
+            c.set("batch.size", self.max_message_bytes.to_string());
+        }
     }
 
     fn has(&self, property: &str) -> bool {

@@ -59,7 +59,10 @@
 //! ## Atomic batches: one transaction per batch
 //! Each writer (the `writer` of a [`Batch`]) gets its own transactional producer, `transactional.id`
 //! = `<transactional.id.prefix><writer>` (default prefix `connect-offsets-<topic>-`). A batch is
-//! encoded and checked entirely (sizes against `message.max.bytes`) *before* the transaction opens;
+//! encoded and checked entirely (each record, headers included, against the smaller of the
+//! producer's `message.max.bytes` and the topic's `max.message.bytes`, which also caps the
+//! producer's `batch.size`) *before* the transaction opens; a commit buffer asks the same at each
+//! offer ([`OffsetStore::admit`]), so it never logs what could not be written;
 //! then its records and the marker are produced in one transaction, which commits or aborts as a
 //! whole. The reader uses `isolation.level=read_committed`, so an aborted batch is never loaded.
 //! Unsequenced batches (`seq == 0`, from [`OffsetStoreExt`](crate::OffsetStoreExt)) use one more
@@ -293,7 +296,7 @@ impl KafkaStore {
     }
 
     pub(crate) fn open_with(builder: KafkaStoreBuilder) -> Result<Self> {
-        let settings = builder.settings()?;
+        let mut settings = builder.settings()?;
         if let Some(dir) = &settings.snapshot_dir {
             snapshot::prepare_dir(dir)?;
         }
@@ -304,6 +307,10 @@ impl KafkaStore {
         let mut reader = Reader::new(&settings)?;
         let info = topic::ensure_topic(&settings, reader.consumer())?;
         let partitions = info.partitions;
+        // A record must fit the topic as well as the producer.
+        if let Some(topic_max) = info.max_message_bytes {
+            settings.max_message_bytes = settings.max_message_bytes.min(topic_max);
+        }
         let writers = Writers::new(&settings);
         if let Some(writer) = &builder.claim {
             let (slot, id) = writers.slot_of(&settings, writer);
@@ -695,6 +702,10 @@ impl Drop for KafkaStore {
 impl OffsetStore for KafkaStore {
     fn kind(&self) -> &'static str {
         "kafka"
+    }
+
+    fn admit(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
+        write::admit(writer, key, offset, &self.settings)
     }
 
     fn apply(&self, batch: &Batch) -> Result<()> {

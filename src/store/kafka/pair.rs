@@ -162,6 +162,10 @@ impl OffsetStore for KafkaPairStore {
         self.apply_with(batch, |b| self.primary.apply_logged(b))
     }
 
+    fn admit(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
+        self.primary.admit(writer, key, offset)
+    }
+
     fn applied_seq(&self, writer: &str) -> Result<u64> {
         self.primary.applied_seq(writer)
     }

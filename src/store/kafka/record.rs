@@ -96,6 +96,13 @@ pub(super) fn batch_headers<H: Headers>(headers: &H) -> Option<(&str, u64)> {
     Some((writer?, seq?))
 }
 
+/// At most the bytes the headers of a record of `writer`'s batches take (both headers, with
+/// their lengths).
+pub(super) fn headers_size(writer: &str) -> usize {
+    const SEQ_DIGITS: usize = 20;
+    WRITER_HEADER.len() + writer.len() + SEQ_HEADER.len() + SEQ_DIGITS + 4 * 5 + 5
+}
+
 /// The writer header alone, for the records of a batch written without a transaction: a seq
 /// header there would count the batch as applied when only part of it reached the topic.
 pub(super) fn writer_header(batch: &Batch) -> OwnedHeaders {

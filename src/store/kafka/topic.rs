@@ -24,6 +24,8 @@ pub(crate) struct TopicInfo {
     pub partitions: i32,
     /// How long the topic keeps tombstones (`delete.retention.ms`), when the brokers said.
     pub delete_retention_ms: Option<i64>,
+    /// The largest record batch the topic takes (`max.message.bytes`), when the brokers said.
+    pub max_message_bytes: Option<usize>,
 }
 
 /// Makes sure the offsets topic exists and is compacted; returns its partitions and tombstone
@@ -51,10 +53,14 @@ pub(crate) fn ensure_topic(settings: &Settings, reader: &BaseConsumer<Ctx>) -> R
             }
         }
     };
-    let delete_retention_ms = check_policy(settings, admin.get(), deadline)?;
+    let Configs {
+        delete_retention_ms,
+        max_message_bytes,
+    } = check_policy(settings, admin.get(), deadline)?;
     Ok(TopicInfo {
         partitions,
         delete_retention_ms,
+        max_message_bytes,
     })
 }
 
@@ -222,15 +228,21 @@ pub(crate) fn policy_refusal(topic: &str, found: &str) -> String {
     )
 }
 
+/// The topic's settings the store uses, as far as the brokers said.
+struct Configs {
+    delete_retention_ms: Option<i64>,
+    max_message_bytes: Option<usize>,
+}
+
 /// Reads the topic's `cleanup.policy` and refuses anything but exactly `{compact}` (Connect splits
-/// on commas, trims, lowercases and compares the set). Returns the topic's `delete.retention.ms`.
+/// on commas, trims, lowercases and compares the set). Returns the topic's other settings we use.
 fn check_policy(
     settings: &Settings,
     admin: &AdminClient<Ctx>,
     deadline: Instant,
-) -> Result<Option<i64>> {
+) -> Result<Configs> {
     let what = format!("describe the configuration of topic `{}`", settings.topic);
-    let (found, delete_retention_ms) = loop {
+    let (found, configs) = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let results = block_on(
             admin.describe_configs(
@@ -250,11 +262,18 @@ fn check_policy(
         // has not caught up with a topic just created answers with no entries at all and no error
         // (Kafka 4.4, seen on a 3-broker cluster): ask again until one knows it.
         if let Some(policy) = resource.get("cleanup.policy").and_then(|e| e.value.clone()) {
-            let retention = resource
-                .get("delete.retention.ms")
-                .and_then(|e| e.value.as_deref())
-                .and_then(|v| v.parse().ok());
-            break (policy, retention);
+            let number = |name| {
+                resource
+                    .get(name)
+                    .and_then(|e| e.value.as_deref())
+                    .and_then(|v| v.parse().ok())
+            };
+            let configs = Configs {
+                delete_retention_ms: number("delete.retention.ms"),
+                max_message_bytes: number("max.message.bytes")
+                    .and_then(|n: i64| usize::try_from(n).ok()),
+            };
+            break (policy, configs);
         }
         if Instant::now() >= deadline {
             return Err(timeout_error(
@@ -271,7 +290,7 @@ fn check_policy(
         .filter(|p| !p.is_empty())
         .collect();
     if set.len() == 1 && set.contains("compact") {
-        Ok(delete_retention_ms)
+        Ok(configs)
     } else {
         Err(Error::store(
             "kafka",

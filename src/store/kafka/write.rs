@@ -17,10 +17,10 @@ use super::client::{Ctx, auth_error, timeout_error};
 use super::config::{Settings, WriteMode, unique_suffix};
 use super::flush::{STEP, flush};
 use super::idempotent::IdemProducer;
-use super::record::{marker_key, marker_value};
+use super::record::{self, marker_key, marker_value};
 use super::state::{Stamp, State};
 use crate::codec::{json, murmur2};
-use crate::model::Batch;
+use crate::model::{Batch, Offset, OffsetKey};
 use crate::{Error, Result};
 
 /// One record to produce: a view into its batch's [`Recs`].
@@ -122,6 +122,78 @@ fn now_millis() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// What a one-record batch adds to its key and value: the batch header (61 bytes), the record's
+/// length, attributes, timestamp and offset deltas and its lengths (varints), rounded up.
+const RECORD_OVERHEAD: usize = 128;
+
+/// Room for a live form's key spelling being longer than ours (a JDK 17 double's extra digit).
+const SPELLING_SLACK: usize = 64;
+
+/// Refuses a record of key bytes `raw` and a value of `value_len` bytes that the topic or the
+/// producer would refuse as too large (`settings.max_message_bytes` is the smaller of the two).
+/// `slack`: bytes the key may yet grow by.
+fn check_size(
+    raw: &[u8],
+    value_len: usize,
+    slack: usize,
+    writer: &str,
+    settings: &Settings,
+) -> Result<()> {
+    let size = raw.len() + slack + value_len + RECORD_OVERHEAD + record::headers_size(writer);
+    if size > settings.max_message_bytes {
+        return Err(Error::InvalidData(format!(
+            "the record for {} is {size} bytes with its overhead, over the {} bytes the topic \
+             and the producer take (max.message.bytes, message.max.bytes)",
+            String::from_utf8_lossy(&raw[..raw.len().min(200)]),
+            settings.max_message_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// At most the bytes `map`'s JSON takes: every string byte escaped as `\u00XX` at worst.
+fn json_bound(map: &crate::FieldMap) -> usize {
+    use crate::Value;
+    2 + map
+        .iter()
+        .map(|(name, v)| {
+            6 * name.len()
+                + 4
+                + match v {
+                    Value::Null | Value::Bool(_) => 5,
+                    Value::Int(_) => 20,
+                    Value::Float(_) => 26,
+                    Value::String(s) => 6 * s.len() + 2,
+                    Value::Bytes(b) => 2 * b.len() + 6,
+                }
+        })
+        .sum::<usize>()
+}
+
+/// Refuses an entry whose record no write could ever send, as [`encode`] would (before a buffer
+/// logs it): a bound of its size first, its exact encoding only when the bound is over.
+pub(crate) fn admit(
+    writer: &str,
+    key: &OffsetKey,
+    offset: Option<&Offset>,
+    settings: &Settings,
+) -> Result<()> {
+    let partition = key.partition().map_or(4, json_bound);
+    let value = offset.map_or(0, json_bound);
+    let bound = 6 * key.namespace().len() + 5 + partition + value + SPELLING_SLACK;
+    if bound + RECORD_OVERHEAD + record::headers_size(writer) <= settings.max_message_bytes {
+        return Ok(());
+    }
+    let mut raw = Vec::new();
+    json::encode_key(key, &mut raw);
+    let value_len = offset.map_or(0, |o| {
+        let mut v = Vec::new();
+        json::encode_value(o, &mut v);
+        v.len()
+    });
+    check_size(&raw, value_len, SPELLING_SLACK, writer, settings)
+}
+
 /// Encodes a whole batch before any transaction is opened: each entry's records (Connect's key and
 /// value bytes, or tombstones), and, for a sequenced batch, the writer's marker. Fails on a record
 /// the brokers would refuse as too large, naming its key.
@@ -170,15 +242,7 @@ pub(crate) fn encode(
         }
         let value_len = value.as_ref().map_or(0, Range::len);
         for s in &spans[first..] {
-            let raw = &bytes[s.key.clone()];
-            let size = raw.len() + value_len + 128;
-            if size > settings.max_message_bytes {
-                return Err(Error::InvalidData(format!(
-                    "the record for {} is {size} bytes with its overhead, over message.max.bytes = {}",
-                    String::from_utf8_lossy(&raw[..raw.len().min(200)]),
-                    settings.max_message_bytes
-                )));
-            }
+            check_size(&bytes[s.key.clone()], value_len, 0, &batch.writer, settings)?;
         }
     }
     if batch.seq != 0 {
