@@ -40,7 +40,9 @@ use connect_offsets::store::OffsetStoreExt;
 use connect_offsets::store::kafka::KafkaStore;
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};
 use http_util::{Serve, request as http};
-use kafka_util::{BOUNDS, bootstrap, cli, create_topic, read_all, unique_topic, written_since};
+use kafka_util::{
+    BOUNDS, bootstrap, cli, create_topic, produce_plain, read_all, unique_topic, written_since,
+};
 use scripts::{ConnectWorker, connector_status, java17_home, wait_for};
 
 const FILE_SOURCE: &str = "org.apache.kafka.connect.file.FileStreamSourceConnector";
@@ -670,6 +672,48 @@ fn a_real_connect_worker_and_our_store_share_the_offsets_topic() {
          result: {}",
         c.offsets_text()
     );
+
+    // A partition whose latest record's value does not decode (another tool's): Connect's reader
+    // returns no offset for it, not the value before, and neither does our store.
+    let bad = Partition::new().with("filename", "/tmp/bad value.txt");
+    let bad_key = OffsetKey::new(name.as_str(), bad.clone()).connect_key();
+    let offset_of_bad = |o: &ConnectorOffsets| {
+        o.offsets
+            .iter()
+            .find(|(p, _)| p.as_ref() == Some(&bad))
+            .and_then(|(_, off)| off.clone())
+    };
+    produce_plain(
+        &offsets_topic,
+        &[(None, Some(&bad_key), Some(br#"{"position":7}"#))],
+    );
+    let seen = c.offsets_until(|o| offset_of_bad(o).is_some());
+    assert_eq!(
+        offset_of_bad(&seen),
+        Some(Offset::new().with("position", 7))
+    );
+    produce_plain(
+        &offsets_topic,
+        &[(None, Some(&bad_key), Some(br#"{"position":"#))],
+    );
+    let after = c.offsets_until(|o| offset_of_bad(o).is_none());
+    assert_eq!(offset_of_bad(&after), None, "Connect: {}", c.offsets_text());
+    store.refresh().unwrap();
+    let bad_offset_key = OffsetKey::new(name.as_str(), bad.clone());
+    assert_eq!(
+        store.get(&bad_offset_key).unwrap(),
+        None,
+        "ours, as Connect's"
+    );
+    assert!(
+        store
+            .partitions(&name)
+            .unwrap()
+            .iter()
+            .all(|(k, _)| *k != bad_offset_key),
+        "not listed either"
+    );
+    eprintln!("connect_interop (d): a bad latest value: Connect and our store answer no offset");
 
     // (e) A 9-member partition written by Connect, set through our CLI with the members reversed.
     drop(serve);

@@ -291,8 +291,9 @@ impl KafkaStoreBuilder {
     /// (the value before it is not used: it is older than what the connector last committed),
     /// `earliest`/`latest` are for sink-style partitions (`kafka_topic`, `kafka_partition`), whose
     /// bounds the brokers know. A record whose key does not decode belongs to no connector: only a
-    /// default of `fail` refuses it. Without a policy such records are skipped and the partition
-    /// keeps the value before them (the lenient default; `strict` is the default policy `fail`).
+    /// default of `fail` refuses it. Without a policy it is as with `skip`, but for the reset
+    /// metric: the partition has no offset, as Connect's reader answers (`strict` is the default
+    /// policy `fail`).
     pub fn reset_policy(mut self, policies: ResetPolicies) -> Self {
         self.reset_policies = Some(policies);
         self

@@ -164,7 +164,9 @@ impl DeadLetters {
                     k.namespace()
                 )));
             }
-            (Some(_), Some(_)) => Verdict::Reset,
+            // With no policy too: Connect's reader answers no offset for a partition whose latest
+            // record does not decode, and the value before it is older than the connector's last.
+            (_, Some(_)) => Verdict::Reset,
             // A key that does not decode names no partition: there is nothing to reset.
             _ => Verdict::Skip,
         };
@@ -177,7 +179,8 @@ impl DeadLetters {
             crate::metrics::dead_lettered("kafka");
         }
         let what = match verdict {
-            Verdict::Reset => "reset its partition (reset policy skip)",
+            Verdict::Reset if policy.is_some() => "reset its partition (reset policy skip)",
+            Verdict::Reset => "its partition has no offset, as Connect's reader answers",
             Verdict::Skip => "skipped it",
         };
         match &self.file {
