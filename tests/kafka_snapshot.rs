@@ -442,3 +442,31 @@ fn a_catch_up_after_the_tombstone_retention_reads_the_topic_whole() {
     );
     assert_eq!(answers(&warm), cold, "{start:?}");
 }
+
+/// A snapshot stamped after now (the clock moved back, or another machine's clock): how old it
+/// is cannot be told, so it is not used.
+#[test]
+fn a_snapshot_from_the_future_is_not_used() {
+    let (topic, dir) = topic_with_snapshot("snap-future");
+    reseal(&snapshot_file(dir.path(), &topic), |body| {
+        // read_at_ms follows the cluster id, the topic (each u32 length first) and the topic id.
+        let cluster = u32::from_le_bytes(body[..4].try_into().unwrap()) as usize;
+        let at = 4 + cluster;
+        let name = u32::from_le_bytes(body[at..at + 4].try_into().unwrap()) as usize;
+        let at = at + 4 + name + 16;
+        let stamp = i64::from_le_bytes(body[at..at + 8].try_into().unwrap());
+        body[at..at + 8].copy_from_slice(&(stamp + 3_600_000).to_le_bytes());
+    });
+    assert_falls_back(&topic, dir.path(), Fallback::TooOld);
+}
+
+/// A snapshot that cannot be read (here a directory where the file should be) is only a cache
+/// missed: the open reads the whole topic, saying why.
+#[test]
+fn an_unreadable_snapshot_is_read_around() {
+    let (topic, dir) = topic_with_snapshot("snap-unreadable");
+    let path = snapshot_file(dir.path(), &topic);
+    std::fs::remove_file(&path).unwrap();
+    std::fs::create_dir(&path).unwrap();
+    assert_falls_back(&topic, dir.path(), Fallback::Unreadable);
+}

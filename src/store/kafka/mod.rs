@@ -412,7 +412,12 @@ impl KafkaStore {
             };
             Ok((State::default(), start, Some(place)))
         };
-        let Some(decoded) = loading.join()? else {
+        let decoded = match loading.join() {
+            Ok(d) => d,
+            // Only a cache: the topic is read whole instead.
+            Err(e) => return cold(Some((Fallback::Unreadable, e.to_string()))),
+        };
+        let Some(decoded) = decoded else {
             tracing::info!(topic = %settings.topic, snapshot = %path.display(), "no snapshot yet: reading the whole topic");
             return cold(None);
         };

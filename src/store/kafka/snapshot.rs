@@ -63,6 +63,8 @@ pub(crate) struct Snapshot {
 pub enum Fallback {
     /// The file is damaged: bad checksum, truncated, not a snapshot, or another format version.
     Corrupt,
+    /// The file cannot be read (an I/O error, or no permission).
+    Unreadable,
     /// Taken of another Kafka cluster (another cluster id).
     OtherCluster,
     /// Taken of another topic.
@@ -136,6 +138,15 @@ pub(crate) fn check(snap: &Snapshot, now: &Now<'_>) -> std::result::Result<(), (
         ));
     }
     let age = now.now_ms.saturating_sub(snap.read_at_ms);
+    if age < 0 {
+        return Err((
+            Fallback::TooOld,
+            format!(
+                "taken {} ms in the future (the clock moved back): its age is unknown",
+                -age
+            ),
+        ));
+    }
     match now.delete_retention_ms {
         Some(keep) if age < keep => {}
         Some(keep) => {

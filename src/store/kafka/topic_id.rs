@@ -104,6 +104,10 @@ unsafe fn read_answer(
             }
             let hi = rd::rd_kafka_Uuid_most_significant_bits(id);
             let lo = rd::rd_kafka_Uuid_least_significant_bits(id);
+            if hi == 0 && lo == 0 {
+                // The zero id is Kafka's "none": a broker that keeps no topic ids.
+                return Err(format!("DescribeTopics `{topic}`: the zero topic id"));
+            }
             let mut out = [0u8; 16];
             out[..8].copy_from_slice(&hi.to_be_bytes());
             out[8..].copy_from_slice(&lo.to_be_bytes());
