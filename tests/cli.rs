@@ -127,7 +127,19 @@ fn bad_input_exits_non_zero_naming_the_problem() {
                 "--offset",
                 "null",
             ],
-            "--offset must be a JSON object",
+            "--offset must be a JSON object (use `reset` to remove an offset), not null",
+        ),
+        (
+            vec![
+                "get",
+                "--store",
+                &url,
+                "--connector",
+                "c",
+                "--partition",
+                "[1, \"a\"]",
+            ],
+            "--partition must be a JSON object or null, not an array",
         ),
         (
             vec![

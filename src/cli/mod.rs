@@ -200,7 +200,8 @@ pub(crate) fn parse_key(connector: &str, partition: &str) -> connect_offsets::Re
             .map(|p| OffsetKey::new(connector, p))
             .map_err(|r| Error::InvalidData(format!("--partition: {r}"))),
         Ok(other) => Err(Error::InvalidData(format!(
-            "--partition must be a JSON object or null, not {other:?}"
+            "--partition must be a JSON object or null, not {}",
+            other.kind()
         ))),
         Err(r) => Err(Error::InvalidData(format!(
             "--partition is not valid JSON: {r}"
@@ -213,7 +214,8 @@ pub(crate) fn parse_offset(offset: &str) -> connect_offsets::Result<Offset> {
         Ok(json::Json::Object(members)) => json::to_map(members, "offset")
             .map_err(|r| Error::InvalidData(format!("--offset: {r}"))),
         Ok(other) => Err(Error::InvalidData(format!(
-            "--offset must be a JSON object (use `reset` to remove an offset), not {other:?}"
+            "--offset must be a JSON object (use `reset` to remove an offset), not {}",
+            other.kind()
         ))),
         Err(r) => Err(Error::InvalidData(format!(
             "--offset is not valid JSON: {r}"

@@ -295,7 +295,8 @@ pub enum Json {
 }
 
 impl Json {
-    fn kind(&self) -> &'static str {
+    /// What kind of JSON value this is, for error messages ("an array", "null").
+    pub fn kind(&self) -> &'static str {
         match self {
             Json::Null => "null",
             Json::Bool(_) => "a boolean",
