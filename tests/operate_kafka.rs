@@ -474,3 +474,36 @@ fn cli_once_on_kafka_with(params: &str) {
     );
     kafka_util::delete_topics(&[&topic]);
 }
+
+/// `import` of several connectors is one batch: when a later connector's offset cannot be written
+/// (here too large for the topic's `max.message.bytes`), nothing of the earlier ones is either.
+#[test]
+fn import_writes_every_connector_or_none() {
+    let topic = kafka_util::TopicGuard::new("import-all");
+    kafka_util::create_topic(
+        &topic,
+        1,
+        &[
+            ("cleanup.policy", "compact"),
+            ("max.message.bytes", "10000"),
+        ],
+    );
+    let url = kafka_util::url(&topic, 1, "");
+    let doc = format!(
+        r#"{{"connectors":{{"a":{{"offsets":[{{"partition":{{"f":1}},"offset":{{"p":1}}}}]}},"b":{{"offsets":[{{"partition":{{"f":2}},"offset":{{"p":"{}"}}}}]}}}}}}"#,
+        "x".repeat(20_000)
+    );
+    let out = cli_util::cli_stdin(&["import", "--store", &url], doc.as_bytes());
+    assert!(!out.status.success(), "refused");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("nothing of it was written") && err.contains("10000 bytes"),
+        "{err}"
+    );
+    let store = KafkaStore::open(&url).unwrap();
+    assert_eq!(
+        store.namespaces().unwrap(),
+        Vec::<String>::new(),
+        "connector a was not written"
+    );
+}

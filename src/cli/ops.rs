@@ -339,7 +339,7 @@ pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut rows = Vec::new();
-    // With --once every connector goes into one batch with the marker.
+    // Every connector goes into one batch (with --once, with its marker): all or nothing.
     let mut all_entries = Vec::new();
     for (connector, offsets) in doc.connectors {
         let mut entries = offsets.into_entries(&connector);
@@ -361,18 +361,14 @@ pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
                 }
             }
         }
-        if a.once.is_some() {
-            all_entries.extend(entries);
-        } else if !a.dry_run && !entries.is_empty() {
-            store.write(entries).map_err(|e| {
-                e.context(format!(
-                    "importing connector `{connector}` failed (nothing of it was written)"
-                ))
-            })?;
-        }
+        all_entries.extend(entries);
         rows.push((connector, set, reset));
     }
-    if let Some(id) = &a.once {
+    if a.once.is_none() && !a.dry_run && !all_entries.is_empty() {
+        store
+            .write(all_entries)
+            .map_err(|e| e.context("importing failed (nothing of it was written)"))?;
+    } else if let Some(id) = &a.once {
         let once = OnceOverride::new(id.clone(), all_entries)?;
         if !a.dry_run {
             once.apply_to(&*store, "cli").map_err(|e| {
