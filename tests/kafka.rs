@@ -1465,3 +1465,47 @@ fn an_offset_too_large_for_the_topic_is_refused_before_it_is_logged() {
         }
     }
 }
+
+/// Sleeps `.0` once before a batch's commit: a stalled process.
+#[derive(Debug)]
+struct PauseBeforeCommit(Duration, std::sync::atomic::AtomicBool);
+
+impl ApplyFault for PauseBeforeCommit {
+    fn before_entry(&self, _: &Batch, _: usize) -> connect_offsets::Result<()> {
+        Ok(())
+    }
+    fn before_commit(&self, _: &Batch) -> connect_offsets::Result<()> {
+        if !self.1.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(self.0);
+        }
+        Ok(())
+    }
+}
+
+/// A transaction that outlives `transaction.timeout.ms` (the process stalled) is aborted by the
+/// coordinator, which bumps the producer's epoch: the producer cannot tell that from another
+/// producer's fence, so the writer stops, and the error says the transaction timed out and that
+/// nothing of the batch was written (the coordinator checks every 10 s: the pause is 12 s).
+#[test]
+fn a_transaction_past_its_timeout_says_so() {
+    let topic = TopicGuard::new("txn-timeout");
+    let url = format!(
+        "kafka://{}/{topic}?partitions=1&replication=1&timeout.ms=60000&transaction.timeout.ms=1000",
+        bootstrap()
+    );
+    let pause = PauseBeforeCommit(Duration::from_secs(12), Default::default());
+    let store = KafkaStore::open(&url).unwrap().with_fault(Arc::new(pause));
+    let batch = Batch::new("w", 1, [(key("c", 1), Some(pos(1)))]);
+    let e = store.apply(&batch).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        matches!(e, Error::Fenced(_))
+            && text.contains("past transaction.timeout.ms = 1000")
+            && text.contains("nothing of the batch was written"),
+        "{text}"
+    );
+    drop(store);
+    let fresh = KafkaStore::open(&url).unwrap();
+    assert_eq!(fresh.get(&key("c", 1)).unwrap(), None);
+    assert_eq!(fresh.applied_seq("w").unwrap(), 0);
+}

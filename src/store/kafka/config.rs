@@ -629,11 +629,7 @@ impl Settings {
         c.set("delivery.report.only.error", "true");
         c.set(
             "transaction.timeout.ms",
-            self.properties
-                .iter()
-                .find(|(k, _)| k == "transaction.timeout.ms")
-                .map(|(_, v)| v.clone())
-                .unwrap_or_else(|| "60000".into()),
+            self.transaction_timeout_ms().to_string(),
         );
         self.limit_batches(&mut c);
         c
@@ -651,6 +647,15 @@ impl Settings {
         c.set("partitioner", "murmur2_random");
         self.limit_batches(&mut c);
         c
+    }
+
+    /// The transactional producers' `transaction.timeout.ms` (ours: 60 s, as Connect's).
+    pub(crate) fn transaction_timeout_ms(&self) -> u64 {
+        self.properties
+            .iter()
+            .find(|(k, _)| k == "transaction.timeout.ms")
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(60_000)
     }
 
     /// Keeps the producer's record batches within what the topic takes: librdkafka fills a batch up

@@ -745,6 +745,7 @@ impl OffsetStore for KafkaStore {
                 None => write::encode(batch, &state, self.partitions, &self.settings)?,
             }
         };
+        let began = Instant::now();
         let written = match producer {
             Producer::Transaction(p) => self.transact(p, batch, recs),
             Producer::Idempotent(p) => self.produce_acknowledged(p, batch, recs),
@@ -757,6 +758,21 @@ impl OffsetStore for KafkaStore {
                     let _ = self.settle(&mut guard, batch, &id, f);
                 }
                 return Err(e);
+            }
+            Err(TxnError::Failure(Failure::Fenced(reason)))
+                if began.elapsed().as_millis()
+                    >= u128::from(self.settings.transaction_timeout_ms()) =>
+            {
+                // The coordinator aborts a transaction older than its timeout and bumps the epoch,
+                // which the producer cannot tell from a newer producer's fence.
+                Failure::Fenced(format!(
+                    "{reason}; the transaction ran {} ms, past transaction.timeout.ms = {}, so the \
+                     coordinator aborted it (nothing of the batch was written) and this producer \
+                     may only have outlived its transaction: a process paused that long is a \
+                     zombie to the brokers, so it stops; reopen the store to go on",
+                    began.elapsed().as_millis(),
+                    self.settings.transaction_timeout_ms()
+                ))
             }
             Err(TxnError::Failure(f)) => f,
         };
