@@ -832,6 +832,9 @@ mod encoded_ahead {
     #[test]
     fn with_room_left_queued_batches_are_merged_not_encoded() {
         let rig = commits_behind_a_held_write(None, 3, 1_000_000);
+        // The log thread acks a batch, then hands it to the apply thread: give batch 3's hand-off
+        // time to land (a CI run once opened the gate between the two).
+        std::thread::sleep(Duration::from_millis(500));
         rig.fault.open_gate();
         assert_eq!(rig.buf.commit_with(Durability::Store).wait().unwrap(), 3);
         assert!(rig.store.encoded.lock().unwrap().is_empty());
