@@ -589,7 +589,7 @@ impl Settings {
     /// The reader: assigned every partition, never commits, sees committed records only.
     pub(crate) fn consumer_config(&self) -> ClientConfig {
         let mut c = self.base();
-        if !self.properties.iter().any(|(k, _)| k == "group.id") {
+        if !self.has("group.id") {
             // librdkafka needs a group for assign(); it is never joined and nothing is committed to it.
             c.set(
                 "group.id",
@@ -651,10 +651,8 @@ impl Settings {
 
     /// The transactional producers' `transaction.timeout.ms` (ours: 60 s, as Connect's).
     pub(crate) fn transaction_timeout_ms(&self) -> u64 {
-        self.properties
-            .iter()
-            .find(|(k, _)| k == "transaction.timeout.ms")
-            .and_then(|(_, v)| v.parse().ok())
+        self.property("transaction.timeout.ms")
+            .and_then(|v| v.parse().ok())
             .unwrap_or(60_000)
     }
 
@@ -663,17 +661,23 @@ impl Settings {
     /// `max.message.bytes` even when each of its records fits.
     fn limit_batches(&self, c: &mut ClientConfig) {
         let asked = self
-            .properties
-            .iter()
-            .find(|(k, _)| k == "batch.size")
-            .and_then(|(_, v)| v.parse::<usize>().ok());
+            .property("batch.size")
+            .and_then(|v| v.parse::<usize>().ok());
         if asked.is_none_or(|n| n > self.max_message_bytes) {
             c.set("batch.size", self.max_message_bytes.to_string());
         }
     }
 
+    /// The value of a librdkafka property given in the URL.
+    fn property(&self, name: &str) -> Option<&str> {
+        self.properties
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
     fn has(&self, property: &str) -> bool {
-        self.properties.iter().any(|(k, _)| k == property)
+        self.property(property).is_some()
     }
 
     /// The admin client (topic creation and configuration).
