@@ -72,6 +72,24 @@ fn a_second_opener_is_refused() {
 }
 
 #[test]
+fn a_ticket_kept_past_its_buffer_does_not_lock_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = CommitBufferConfig::new(dir.path().join("wal"));
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), config.clone()).unwrap();
+    buf.offer(key(1), pos(1)).unwrap();
+    let ticket = buf.commit();
+    buf.close().unwrap();
+    drop(buf);
+    let again = CommitBuffer::open(Arc::new(MemoryStore::new()), config).unwrap();
+    assert_eq!(again.store().get(&key(1)).unwrap(), Some(pos(1)));
+    assert_eq!(
+        ticket.wait().unwrap(),
+        1,
+        "the ticket still tells its commit"
+    );
+}
+
+#[test]
 fn a_failed_write_merges_back_under_newer_values() {
     let sim = SimFs::new();
     let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), sim_config(&sim)).unwrap();
@@ -562,6 +580,77 @@ fn a_commit_too_large_for_a_log_frame_is_refused_clearly() {
         None,
         "never acknowledged"
     );
+}
+
+/// A compaction stopped by a crash after its snapshot was durable leaves the files the snapshot
+/// supersedes; the next open removes them (and reads none of them).
+#[test]
+fn open_removes_what_a_snapshot_superseded() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = dir.path().join("wal");
+    let config = || {
+        let mut c = CommitBufferConfig::new(&wal);
+        c.flush_interval = None;
+        c.segment_bytes = 4 << 10;
+        c
+    };
+    let names = |ext: &str| -> Vec<u64> {
+        let mut v: Vec<u64> = std::fs::read_dir(&wal)
+            .unwrap()
+            .filter_map(|e| {
+                let name = e.unwrap().file_name().into_string().unwrap();
+                name.strip_suffix(ext)?.parse().ok()
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), config()).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut round = 0;
+    // The compactor writes its snapshot after the commit returns.
+    while names(".snap").last().is_none_or(|g| *g < 3) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no snapshot past segment 3"
+        );
+        for i in 0..50 {
+            buf.offer(key(i), pos(round * 100 + i)).unwrap();
+        }
+        buf.commit_with(Durability::Store).wait().unwrap();
+        round += 1;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    buf.close().unwrap();
+    drop(buf);
+    let snap = *names(".snap").last().unwrap();
+    let newest_segment = *names(".wal").last().unwrap();
+    let seg_bytes = std::fs::read(wal.join(format!("{newest_segment:020}.wal"))).unwrap();
+    let snap_bytes = std::fs::read(wal.join(format!("{snap:020}.snap"))).unwrap();
+    // What the interrupted compaction had not removed yet: an older snapshot and older segments.
+    let left = [
+        format!("{:020}.snap", snap - 1),
+        format!("{:020}.wal", snap - 1),
+        format!("{snap:020}.wal"),
+    ];
+    std::fs::write(wal.join(&left[0]), &snap_bytes).unwrap();
+    std::fs::write(wal.join(&left[1]), &seg_bytes).unwrap();
+    std::fs::write(wal.join(&left[2]), &seg_bytes).unwrap();
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), config()).unwrap();
+    for name in &left {
+        assert!(!wal.join(name).exists(), "{name} was left");
+    }
+    // The snapshot read (or one the reopen wrote after it) stays.
+    let snaps = names(".snap");
+    assert!(
+        !snaps.is_empty() && snaps.iter().all(|g| *g >= snap),
+        "{snaps:?}"
+    );
+    assert_eq!(
+        buf.store().get(&key(49)).unwrap(),
+        Some(pos((round - 1) * 100 + 49))
+    );
+    assert_eq!(buf.store().partitions("c").unwrap().len(), 50);
 }
 
 /// A memory store's state past a frame's limit compacts into a snapshot of several frames, which

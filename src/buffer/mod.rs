@@ -434,6 +434,8 @@ impl Drop for CommitBuffer {
     /// Stops the threads without a final commit (call [`close`](CommitBuffer::close) for one).
     fn drop(&mut self) {
         self.stop();
+        // A ticket may outlive the buffer; the log it shares is free for the next opener.
+        self.shared.wal.unlock();
     }
 }
 

@@ -75,7 +75,8 @@ pub struct WalDir {
     fs: Arc<dyn WalFs>,
     dir: PathBuf,
     hook: Option<Arc<dyn CrashHook>>,
-    _lock: Box<dyn std::any::Any + Send + Sync>,
+    /// Held until [`unlock`](WalDir::unlock): another opener is refused while it is.
+    lock: Mutex<Option<Box<dyn std::any::Any + Send + Sync>>>,
     state: Mutex<DirState>,
 }
 
@@ -125,6 +126,12 @@ impl WalDir {
         &self.dir
     }
 
+    /// Lets another opener in. Call it only once nothing writes to the directory any more: a
+    /// handle kept alive past its writer (a commit ticket) must not keep a reopen out.
+    pub fn unlock(&self) {
+        self.lock.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
     /// Locks `dir` (creating it) and reads everything in it.
     pub fn open(
         fs: Arc<dyn WalFs>,
@@ -160,7 +167,7 @@ impl WalDir {
             fs,
             dir: dir.to_path_buf(),
             hook,
-            _lock: lock,
+            lock: Mutex::new(Some(lock)),
             state: Mutex::new(DirState::default()),
         };
         let recovered = wal.recover(policy, dead_letter, skip)?;
@@ -242,6 +249,9 @@ impl WalDir {
                 }
             }
         }
+        if let Some(s) = snap_gen {
+            self.remove_superseded(&segments, &snapshots, s)?;
+        }
         let live: Vec<u64> = segments
             .into_iter()
             .filter(|g| snap_gen.is_none_or(|s| *g > s))
@@ -311,6 +321,24 @@ impl WalDir {
             });
         }
         Ok(out)
+    }
+
+    /// Removes what the snapshot of `snap_gen` supersedes: a compaction that a crash stopped
+    /// after its snapshot was durable leaves them (recovery would never read them again).
+    fn remove_superseded(&self, segments: &[u64], snapshots: &[u64], snap_gen: u64) -> Result<()> {
+        let old_segments = segments.iter().filter(|g| **g <= snap_gen);
+        let old_snapshots = snapshots.iter().filter(|g| **g < snap_gen);
+        let doomed: Vec<PathBuf> = old_segments
+            .map(|g| self.dir.join(segment_name(*g)))
+            .chain(old_snapshots.map(|g| self.dir.join(snapshot_name(*g))))
+            .collect();
+        for p in &doomed {
+            tracing::info!(file = %p.display(), snapshot = snap_gen, "removing a log file a snapshot supersedes (left by an interrupted compaction)");
+            self.fs
+                .remove(p)
+                .map_err(|e| self.io("remove superseded log file", p, e))?;
+        }
+        Ok(())
     }
 
     fn quarantine(
