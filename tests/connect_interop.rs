@@ -414,6 +414,31 @@ fn a_real_connect_worker_and_our_store_share_the_offsets_topic() {
         store.partition_of(&key)
     );
 
+    // (a') `serve --connect-configs` follows the cluster as its herder does: the running
+    // connector's offsets are not modified (Connect's own 400, byte for byte), an unconfigured
+    // connector is not found, and the connectors are the configured ones.
+    let configs_url = format!("kafka://{bootstrap}/{group}-configs");
+    let follow = Serve::start(&["--store", &store_url, "--connect-configs", &configs_url]);
+    let rewind = format!(
+        r#"{{"offsets":[{{"partition":{{"filename":{}}},"offset":{{"position":0}}}}]}}"#,
+        js(&filename)
+    );
+    let ours = http("PATCH", &follow.offsets_url(&name), Some(&rewind));
+    let connects = http("PATCH", &c.url("/offsets"), Some(&rewind));
+    assert_eq!(ours.0, 400, "{}", ours.1);
+    assert_eq!(ours, connects, "Connect's refusal");
+    let (st, body) = http("DELETE", &follow.offsets_url(&name), None);
+    assert_eq!(st, 400, "{body}");
+    let (st, body) = http("GET", &follow.offsets_url("co-test-never-configured"), None);
+    assert_eq!(st, 404, "{body}");
+    let (st, body) = http("GET", &follow.url("/connectors"), None);
+    assert_eq!((st, body), (200, format!("[{}]", js(&name))));
+    assert_eq!(
+        store.get(&key).unwrap(),
+        Some(Offset::new().with("position", file_len)),
+        "nothing was modified"
+    );
+
     // (b) Stopped: offsets our store writes are what Connect returns, exactly.
     c.stop();
     let first_line = (lines[0].len() + 1) as i64;
@@ -511,6 +536,13 @@ fn a_real_connect_worker_and_our_store_share_the_offsets_topic() {
     assert_eq!(store.get(&odd_key).unwrap(), None, "reset");
     assert!(store.partitions(&name).unwrap().is_empty());
     eprintln!("connect_interop (c): Connect's DELETE answered {body}; our store sees no offsets");
+    // Stopped, the connector's offsets may be modified through `serve --connect-configs` too.
+    let (st, body) = http("DELETE", &follow.offsets_url(&name), None);
+    assert_eq!(
+        st, 200,
+        "serve --connect-configs DELETE of a stopped connector: {body}"
+    );
+    drop(follow);
 
     // (d) The PATCH bodies `connect-offsets serve` accepts (tests/rest.rs), sent to the worker and
     // to our server on the same topic: both accept them, with the same result.

@@ -306,3 +306,138 @@ fn markers_of_applied_overrides_are_not_connectors() {
     assert_eq!(st, 200);
     assert!(body.contains(r#""partition":{"id":"seed"}"#), "{body}");
 }
+
+/// Sends `raw` on a new connection and returns everything the server answers until it closes
+/// (or 30 s pass).
+fn raw_exchange(s: &Serve, raw: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let addr = s.base.strip_prefix("http://").unwrap();
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    c.write_all(raw).unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The HTTP layer: one client's request cannot stop or stall the server for the others, and the
+/// corners of HTTP/1.1 a client may use are answered as a Connect worker's Jetty answers them.
+#[test]
+fn the_http_layer_holds_against_odd_and_hostile_clients() {
+    use std::io::Write;
+    let s = Serve::start(&["--store", "memory://", "--connector", "c"]);
+    let alive = || {
+        let (st, _, body) = call("GET", &s.url("/connectors/c/offsets"), None);
+        assert_eq!((st, body.as_str()), (200, r#"{"offsets":[]}"#));
+    };
+    // A body declared far beyond any offsets request: refused from its length, and the server
+    // lives on (it once tried to allocate the declared length to throw the body away).
+    for method in ["GET", "PATCH", "DELETE"] {
+        let answer = raw_exchange(
+            &s,
+            format!("{method} /connectors/c/offsets HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000000000\r\n\r\n")
+                .as_bytes(),
+        );
+        assert!(answer.starts_with("HTTP/1.1 413 "), "{method}: {answer}");
+        assert!(answer.contains("larger than"), "{answer}");
+        alive();
+    }
+    // A client that sends half a body and waits: the others are served meanwhile.
+    let addr = s.base.strip_prefix("http://").unwrap().to_string();
+    let mut stuck = std::net::TcpStream::connect(&addr).unwrap();
+    stuck
+        .write_all(
+            b"PATCH /connectors/c/offsets HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n{",
+        )
+        .unwrap();
+    let mut stuck_chunked = std::net::TcpStream::connect(&addr).unwrap();
+    stuck_chunked
+        .write_all(b"PATCH /connectors/c/offsets HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n")
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    alive();
+    drop((stuck, stuck_chunked));
+
+    // A chunked body, an absolute-form target, Expect: 100-continue and keep-alive.
+    let body = r#"{"offsets":[{"partition":{"p":1},"offset":{"o":2}}]}"#;
+    let (a, b) = body.split_at(10);
+    let answer = raw_exchange(
+        &s,
+        format!(
+            "PATCH {}/connectors/c/offsets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\nGET /connectors/c/offsets HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            s.base,
+            a.len(),
+            b.len()
+        )
+        .as_bytes(),
+    );
+    assert!(
+        answer.starts_with("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK"),
+        "{answer}"
+    );
+    assert!(answer.contains(ALTERED), "{answer}");
+    assert!(
+        answer.ends_with(r#"{"offsets":[{"partition":{"p":1},"offset":{"o":2}}]}"#),
+        "{answer}"
+    );
+
+    // HEAD is GET without the body; OPTIONS and 405 name the methods.
+    let answer = raw_exchange(
+        &s,
+        b"HEAD /connectors/c/offsets HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    assert!(answer.ends_with("\r\n\r\n"), "no body: {answer}");
+    let answer = raw_exchange(
+        &s,
+        b"OPTIONS /connectors/c/offsets HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    assert!(
+        answer.contains("Allow: GET, HEAD, PATCH, DELETE, OPTIONS"),
+        "{answer}"
+    );
+    let answer = raw_exchange(&s, b"POST /connectors/c/offsets HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 405 "), "{answer}");
+    assert!(
+        answer.contains("Allow: GET, HEAD, PATCH, DELETE, OPTIONS"),
+        "{answer}"
+    );
+
+    // A body declared as something other than JSON: Jersey's 415, nothing written.
+    let answer = raw_exchange(
+        &s,
+        format!("PATCH /connectors/c/offsets HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}", body.len(), r#"{"offsets":[{"partition":{"p":9},"offset":{"o":9}}]}"#).as_bytes(),
+    );
+    assert!(answer.starts_with("HTTP/1.1 415 "), "{answer}");
+    assert!(
+        answer.contains("application/x-www-form-urlencoded"),
+        "{answer}"
+    );
+
+    // A name that is not UTF-8 once decoded, a malformed request line, a head past 8 KiB.
+    let answer = raw_exchange(
+        &s,
+        b"GET /connectors/caf%E9/offsets HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    assert!(answer.contains("not UTF-8"), "{answer}");
+    let answer = raw_exchange(&s, b"GARBAGE\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    let long = format!(
+        "GET /connectors/c/offsets HTTP/1.1\r\nX-Long: {}\r\n\r\n",
+        "a".repeat(9000)
+    );
+    let answer = raw_exchange(&s, long.as_bytes());
+    assert!(answer.starts_with("HTTP/1.1 431 "), "{answer}");
+    let (st, _, body) = call("GET", &s.url("/connectors/c/offsets"), None);
+    assert_eq!(
+        (st, body.as_str()),
+        (
+            200,
+            r#"{"offsets":[{"partition":{"p":1},"offset":{"o":2}}]}"#
+        ),
+        "the 415 wrote nothing"
+    );
+}

@@ -23,6 +23,7 @@ use connect_offsets::{Error, Offset, OffsetKey, OffsetStore};
 mod bench;
 mod expire;
 mod history;
+mod http;
 mod ops;
 mod serve;
 mod wal;

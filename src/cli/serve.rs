@@ -37,13 +37,21 @@
 //!   reaching the store) would replay them over the modification when the worker starts: refused
 //!   with 409 until the worker has started and closed once.
 //!
+//! With `--connect-configs kafka://host:port/<config topic>` the server follows the Connect
+//! cluster that uses the store, as its herder does: the connectors are those with a config in the
+//! topic (404 for any other, offsets or not), and a modification is refused with Connect's 400
+//! unless the connector is stopped (target state `STOPPED`, no tasks). Without it nothing tells a
+//! Kafka store's running writer apart: use it beside a Connect cluster.
+//!
 //! Reads (`GET`) of a store held by a running writer answer 409 (Connect's status for "cannot be
 //! done now, retry"), since the store cannot be opened beside it.
 
-use std::collections::BTreeSet;
-use std::io::{Read as _, Write as _};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use connect_offsets::connector_offsets::ConnectorOffsets;
 use connect_offsets::metrics::PrometheusHandle;
@@ -53,6 +61,7 @@ use connect_offsets::wal::fs::{RealFs, WalFs};
 use connect_offsets::wal::inspect;
 use connect_offsets::{Error, OffsetStore, Result};
 
+use super::http::{self, Limits, Request, Response};
 use super::{StoreArg, quoted};
 
 #[derive(clap::Args, Debug)]
@@ -70,6 +79,11 @@ pub(crate) struct ServeArgs {
     /// Repeatable.
     #[arg(long)]
     connector: Vec<String>,
+    /// Kafka Connect's config topic (a worker's `config.storage.topic`), as
+    /// kafka://host:port/<topic>: the connectors are those configured there, and a modification
+    /// is refused unless the connector is stopped, as the worker's herder checks.
+    #[arg(long, value_name = "URL")]
+    connect_configs: Option<String>,
 }
 
 /// Connect's texts (Worker.completeModifyOffsetsCallback, for connectors that do not manage their
@@ -77,7 +91,16 @@ pub(crate) struct ServeArgs {
 const ALTERED: &str = "The Connect framework-managed offsets for this connector have been altered successfully. However, if this connector manages offsets externally, they will need to be manually altered in the system that the connector uses.";
 const RESET: &str = "The Connect framework-managed offsets for this connector have been reset successfully. However, if this connector manages offsets externally, they will need to be manually reset in the system that the connector uses.";
 const NO_OFFSETS: &str = "Partitions / offsets need to be provided for an alter offsets request";
-const MAX_BODY: u64 = 64 << 20;
+
+/// A connection's limits: Jetty's defaults where a Connect worker has them (a 30 s idle timeout,
+/// an 8 KiB request head), and a body no offsets request comes near.
+const LIMITS: Limits = Limits {
+    idle: Duration::from_secs(30),
+    request: Duration::from_secs(120),
+    head_bytes: 8 << 10,
+    body_bytes: 64 << 20,
+    connections: 256,
+};
 
 enum Access {
     /// One store for the server's lifetime (memory://).
@@ -88,6 +111,7 @@ enum Access {
 
 struct Server {
     access: Access,
+    connect_configs: Option<String>,
     shown_url: String,
     wal_dirs: Vec<PathBuf>,
     known: BTreeSet<String>,
@@ -95,28 +119,16 @@ struct Server {
 }
 
 /// An HTTP answer.
-struct Reply {
-    status: u16,
-    body: String,
-    content_type: &'static str,
-}
+type Reply = Response;
 
-impl Reply {
+impl Response {
     fn json(status: u16, body: String) -> Reply {
         Reply {
             status,
             body,
             content_type: "application/json",
+            allow: None,
         }
-    }
-    fn error(status: u16, message: &str) -> Reply {
-        Reply::json(
-            status,
-            format!(
-                "{{\"error_code\":{status},\"message\":{}}}",
-                quoted(message)
-            ),
-        )
     }
     fn message(text: &str) -> Reply {
         Reply::json(200, format!("{{\"message\":{}}}", quoted(text)))
@@ -181,12 +193,22 @@ impl Server {
         Ok(self.known.contains(name) || !store.partitions(name)?.is_empty())
     }
 
+    /// The connectors Connect's config topic holds, read now (`--connect-configs`).
+    fn cluster(&self) -> std::result::Result<Option<Cluster>, Reply> {
+        let Some(url) = &self.connect_configs else {
+            return Ok(None);
+        };
+        read_connect_configs(url)
+            .map(Some)
+            .map_err(|e| Reply::error(500, &format!("cannot read Connect's config topic: {e}")))
+    }
+
     fn not_found(name: &str) -> Reply {
         Reply::error(404, &format!("Connector {name} not found"))
     }
 
     fn handle(&mut self, method: &str, path: &str, body: Option<Vec<u8>>) -> Reply {
-        let segments: Vec<String> = path
+        let segments: Option<Vec<String>> = path
             .split('?')
             .next()
             .unwrap_or("")
@@ -194,6 +216,12 @@ impl Server {
             .filter(|s| !s.is_empty())
             .map(percent_decode)
             .collect();
+        let Some(segments) = segments else {
+            return Reply::error(
+                400,
+                &format!("the path {path} is not UTF-8 once percent-decoded"),
+            );
+        };
         let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
         match (method, segs.as_slice()) {
             ("GET", ["metrics"]) => Reply {
@@ -203,6 +231,7 @@ impl Server {
                     self.metrics.render()
                 },
                 content_type: "text/plain; version=0.0.4; charset=utf-8",
+                allow: None,
             },
             ("GET", ["connectors"]) => self.list_connectors(),
             ("GET", ["connectors", name, "offsets"]) => self.get_offsets(name),
@@ -215,15 +244,25 @@ impl Server {
                 let name = name.to_string();
                 self.reset_offsets(&name)
             }
-            (
-                _,
-                ["metrics"]
-                | ["connectors"]
-                | ["connectors", _, "offsets"]
-                | ["connectors", _, "offsets", "history"],
-            ) => Reply::error(405, "HTTP 405 Method Not Allowed"),
+            (_, ["connectors", _, "offsets"]) => {
+                Self::not_allowed(method, "GET, HEAD, PATCH, DELETE, OPTIONS")
+            }
+            (_, ["metrics"] | ["connectors"] | ["connectors", _, "offsets", "history"]) => {
+                Self::not_allowed(method, "GET, HEAD, OPTIONS")
+            }
             _ => Reply::error(404, "HTTP 404 Not Found"),
         }
+    }
+
+    /// 405 with the methods the resource takes; `OPTIONS` gets them with a 200.
+    fn not_allowed(method: &str, allow: &'static str) -> Reply {
+        let mut r = if method == "OPTIONS" {
+            Reply::json(200, String::new())
+        } else {
+            Reply::error(405, "HTTP 405 Method Not Allowed")
+        };
+        r.allow = Some(allow);
+        r
     }
 
     /// The stall and gap alarms the store's records hold ([`connect_offsets::alarms`]), judged
@@ -249,25 +288,38 @@ impl Server {
     }
 
     fn list_connectors(&self) -> Reply {
-        let handle = match self.open() {
-            Ok(h) => h,
-            Err(e) => return self.store_error(e, "", false),
+        let names: BTreeSet<String> = match self.cluster() {
+            // Connect lists the connectors it has configs for.
+            Ok(Some(c)) => c.names().map(str::to_string).collect(),
+            Ok(None) => {
+                let handle = match self.open() {
+                    Ok(h) => h,
+                    Err(e) => return self.store_error(e, "", false),
+                };
+                let mut names = self.known.clone();
+                match handle.get().namespaces() {
+                    // The crate's own records (override markers, history, alarms) are offsets,
+                    // not a connector.
+                    Ok(n) => names.extend(
+                        n.into_iter()
+                            .filter(|n| !connect_offsets::is_reserved_namespace(n)),
+                    ),
+                    Err(e) => return self.store_error(e, "", false),
+                }
+                names
+            }
+            Err(r) => return r,
         };
-        let mut names: BTreeSet<String> = self.known.clone();
-        match handle.get().namespaces() {
-            // The crate's own records (override markers, history, alarms) are offsets, not a
-            // connector.
-            Ok(n) => names.extend(
-                n.into_iter()
-                    .filter(|n| !connect_offsets::is_reserved_namespace(n)),
-            ),
-            Err(e) => return self.store_error(e, "", false),
-        }
         let items: Vec<String> = names.iter().map(|n| quoted(n)).collect();
         Reply::json(200, format!("[{}]", items.join(",")))
     }
 
     fn get_offsets(&self, name: &str) -> Reply {
+        let configured = match self.cluster() {
+            Ok(Some(c)) if c.connector(name).is_none() => return Self::not_found(name),
+            Ok(c) => c.is_some(),
+            Err(r) => return r,
+        };
         let handle = match self.open() {
             Ok(h) => h,
             Err(e) => return self.store_error(e, name, false),
@@ -276,7 +328,7 @@ impl Server {
             Ok(p) => p,
             Err(e) => return self.store_error(e, name, false),
         };
-        if parts.is_empty() && !self.known.contains(name) {
+        if parts.is_empty() && !configured && !self.known.contains(name) {
             return Self::not_found(name);
         }
         Reply::json(200, ConnectorOffsets::from_stored(&parts).to_json())
@@ -417,13 +469,32 @@ impl Server {
         name: &str,
         change: impl FnOnce(&dyn OffsetStore) -> Result<T>,
     ) -> std::result::Result<T, Reply> {
+        // As Connect's herder: an unknown connector first, then one that is not stopped.
+        let cluster = self.cluster()?;
+        if let Some(cluster) = &cluster {
+            match cluster.connector(name) {
+                None => return Err(Self::not_found(name)),
+                Some(false) => {
+                    return Err(Reply::error(
+                        400,
+                        &format!(
+                            "Connectors must be in the STOPPED state before their offsets can be modified. This can be done for the specified connector by issuing a 'PUT' request to the '/connectors/{name}/stop' endpoint"
+                        ),
+                    ));
+                }
+                Some(true) => {}
+            }
+        }
         let _guards = self.lock_logs(name)?;
         let handle = self.open().map_err(|e| self.store_error(e, name, true))?;
         let store = handle.get();
-        match self.known(store, name) {
-            Ok(true) => {}
-            Ok(false) => return Err(Self::not_found(name)),
-            Err(e) => return Err(self.store_error(e, name, true)),
+        // Without the config topic, a connector is known by its offsets or by name.
+        if cluster.is_none() {
+            match self.known(store, name) {
+                Ok(true) => {}
+                Ok(false) => return Err(Self::not_found(name)),
+                Err(e) => return Err(self.store_error(e, name, true)),
+            }
         }
         self.check_logs_applied(store)?;
         let done = change(store).map_err(|e| self.store_error(e, name, true))?;
@@ -433,11 +504,59 @@ impl Server {
     }
 }
 
-/// A path segment decoded as a browser or curl sent it (a stray `%` stays as it is).
-fn percent_decode(s: &str) -> String {
+/// What Connect's config topic says of its connectors: each configured one, and whether it is
+/// stopped.
+struct Cluster(BTreeMap<String, bool>);
+
+impl Cluster {
+    fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+    /// `Some(stopped)` for a configured connector.
+    fn connector(&self, name: &str) -> Option<bool> {
+        self.0.get(name).copied()
+    }
+}
+
+#[cfg(feature = "kafka")]
+fn read_connect_configs(url: &str) -> Result<Cluster> {
+    let configs = connect_offsets::store::kafka::ConnectConfigs::read(url)?;
+    Ok(Cluster(
+        configs
+            .names()
+            .filter_map(|n| Some((n.to_string(), configs.connector(n)?.stopped())))
+            .collect(),
+    ))
+}
+
+#[cfg(not(feature = "kafka"))]
+fn read_connect_configs(_: &str) -> Result<Cluster> {
+    Err(Error::Config(
+        "--connect-configs reads a Kafka topic: this build has no Kafka support (feature `kafka`)"
+            .into(),
+    ))
+}
+
+/// A path segment decoded as a browser or curl sent it (a stray `%` stays as it is); `None` when
+/// the decoded bytes are not UTF-8 (a connector name always is).
+fn percent_decode(s: &str) -> Option<String> {
     percent_encoding::percent_decode_str(s)
-        .decode_utf8_lossy()
-        .into_owned()
+        .decode_utf8()
+        .ok()
+        .map(|s| s.into_owned())
+}
+
+/// Connect's resources consume JSON only: a body declared as anything else is refused as Jersey
+/// refuses it (a request without a type is taken as JSON).
+fn unsupported_media(request: &Request) -> Option<Reply> {
+    let declared = request.content_type.as_deref()?;
+    let json = declared == "application/json" || declared.ends_with("+json");
+    (request.method == "PATCH" && !json).then(|| {
+        Reply::error(
+            415,
+            &format!("HTTP 415 Unsupported Media Type (the body is declared as {declared}, not application/json)"),
+        )
+    })
 }
 
 pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
@@ -457,6 +576,10 @@ pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
         }
         Access::PerRequest(a.store.url())
     };
+    if let Some(url) = &a.connect_configs {
+        // A wrong URL or a topic that is not there fails now, not at the first request.
+        read_connect_configs(url)?;
+    }
     for dir in &a.wal_dir {
         if !dir.is_dir() {
             return Err(Error::Config(format!(
@@ -470,64 +593,42 @@ pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
         "connect_offsets_http_requests_total",
         "Requests answered by `connect-offsets serve`, by method and status."
     );
-    let http = tiny_http::Server::http(&a.listen)
-        .map_err(|e| Error::io("listen on", &a.listen, std::io::Error::other(e)))?;
-    let addr = http
-        .server_addr()
-        .to_ip()
-        .map_or_else(|| a.listen.clone(), |s| s.to_string());
+    let listener =
+        std::net::TcpListener::bind(&a.listen).map_err(|e| Error::io("listen on", &a.listen, e))?;
+    let addr = listener
+        .local_addr()
+        .map_or_else(|_| a.listen.clone(), |s| s.to_string());
     {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "listening on http://{addr}");
         let _ = out.flush();
     }
     eprintln!("serving Kafka Connect's offsets API over {shown_url}");
-    let mut server = Server {
+    let server = Mutex::new(Server {
         access,
         shown_url,
+        connect_configs: a.connect_configs,
         wal_dirs: a.wal_dir,
         known: a.connector.into_iter().collect(),
         metrics,
-    };
-    for mut request in http.incoming_requests() {
-        let method = request.method().as_str().to_ascii_uppercase();
-        let path = request.url().to_string();
-        let body = if method == "PATCH" || method == "POST" || method == "PUT" {
-            let mut buf = Vec::new();
-            match request.as_reader().take(MAX_BODY + 1).read_to_end(&mut buf) {
-                Ok(n) if n as u64 > MAX_BODY => {
-                    respond(request, Reply::error(413, "the request body is too large"));
-                    continue;
-                }
-                Ok(_) => Some(buf),
-                Err(e) => {
-                    respond(
-                        request,
-                        Reply::error(400, &format!("cannot read the request body: {e}")),
-                    );
-                    continue;
-                }
+    });
+    let handler = move |request: Request| {
+        let reply = match unsupported_media(&request) {
+            Some(reply) => reply,
+            None => {
+                let mut server = server.lock().unwrap_or_else(|p| p.into_inner());
+                let body = matches!(request.method.as_str(), "PATCH" | "POST" | "PUT")
+                    .then_some(request.body);
+                server.handle(&request.method, &request.target, body)
             }
-        } else {
-            None
         };
-        let reply = server.handle(&method, &path, body);
-        ::metrics::counter!("connect_offsets_http_requests_total", "method" => method.clone(),
+        ::metrics::counter!("connect_offsets_http_requests_total", "method" => request.method.clone(),
             "status" => reply.status.to_string())
         .increment(1);
-        tracing::debug!(%method, %path, status = reply.status, "request");
-        respond(request, reply);
-    }
+        tracing::debug!(method = %request.method, target = %request.target, status = reply.status, "request");
+        reply
+    };
+    http::serve(listener, LIMITS, Arc::new(handler))
+        .map_err(|e| Error::io("serve on", &addr, e))?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn respond(request: tiny_http::Request, reply: Reply) {
-    let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], reply.content_type.as_bytes())
-        .expect("a valid header");
-    let response = tiny_http::Response::from_string(reply.body)
-        .with_status_code(reply.status)
-        .with_header(header);
-    if let Err(e) = request.respond(response) {
-        tracing::debug!(error = %e, "could not send a response (client gone?)");
-    }
 }

@@ -151,6 +151,7 @@ use std::time::{Duration, Instant};
 
 mod client;
 mod config;
+pub mod connect_configs;
 mod dead_letters;
 #[allow(unsafe_code)]
 mod flush;
@@ -170,6 +171,7 @@ mod write;
 pub use config::{
     DEFAULT_PARTITIONS, DEFAULT_REPLICATION, DEFAULT_TIMEOUT, KafkaStoreBuilder, WriteMode,
 };
+pub use connect_configs::ConnectConfigs;
 pub use group::KafkaGroupStore;
 pub use pair::{FALLBACK_TOPIC, KafkaPairStore};
 pub use record::{MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key};
