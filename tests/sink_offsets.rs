@@ -254,6 +254,18 @@ fn bad_input_is_refused_naming_what_was_wrong_and_nothing_changes() {
             Some(at(RECORDS as i64 + 1)),
             format!("offset 11 is beyond the log end of {t}-0 (10)"),
         ),
+        // Connect takes the number as a string too: a second key of partition 1, whose reset
+        // would otherwise undo the good entry (or delete the whole group).
+        (
+            sink(&format!(r#"{{"kafka_topic":"{t}","kafka_partition":"1"}}"#)),
+            None,
+            format!("both name topic partition {t}-1"),
+        ),
+        (
+            key(&name, &t, 0),
+            Some(Offset::new().with("kafka_offset", " 4")),
+            "not \" 4\"".into(),
+        ),
     ];
     for (k, o, want) in cases {
         // With a good entry beside it: the whole write is refused.

@@ -60,7 +60,7 @@ fn bad(key: &OffsetKey, reason: impl std::fmt::Display) -> Error {
 fn integer(v: &Value) -> Option<i64> {
     match v {
         Value::Int(n) => Some(*n),
-        Value::String(s) => s.trim().parse().ok(),
+        Value::String(s) => s.parse().ok(),
         _ => None,
     }
 }

@@ -604,7 +604,7 @@ impl OffsetStore for KafkaGroupStore {
                 batch.writer, batch.seq
             )));
         }
-        let mut per_connector: BTreeMap<&str, BTreeMap<TopicPartition, Option<i64>>> =
+        let mut per_connector: BTreeMap<&str, BTreeMap<TopicPartition, (&OffsetKey, Option<i64>)>> =
             BTreeMap::new();
         for (key, offset) in &batch.entries {
             let tp = entry::parse_key(key)?;
@@ -613,11 +613,33 @@ impl OffsetStore for KafkaGroupStore {
                 .map(|o| entry::parse_offset(key, o))
                 .transpose()?;
             self.names.group_of(key.namespace())?;
-            per_connector
-                .entry(key.namespace())
-                .or_default()
-                .insert(tp, pos);
+            let changes = per_connector.entry(key.namespace()).or_default();
+            // `"kafka_partition":"3"` and `3` are two keys of one topic partition: which one should
+            // win is the caller's to say (a reset of one must not quietly undo the other's offset).
+            if let Some((first, _)) = changes.insert(tp.clone(), (key, pos)) {
+                return Err(Error::InvalidData(format!(
+                    "sink connector `{}`: partitions {} and {} both name topic partition {tp}; give it once",
+                    key.namespace(),
+                    first
+                        .partition()
+                        .map_or_else(|| "null".into(), |p| p.to_json()),
+                    key.partition()
+                        .map_or_else(|| "null".into(), |p| p.to_json()),
+                )));
+            }
         }
+        let per_connector: BTreeMap<&str, BTreeMap<TopicPartition, Option<i64>>> = per_connector
+            .into_iter()
+            .map(|(c, changes)| {
+                (
+                    c,
+                    changes
+                        .into_iter()
+                        .map(|(tp, (_, pos))| (tp, pos))
+                        .collect(),
+                )
+            })
+            .collect();
         // Every connector's changes are checked before any group is changed.
         let plans = per_connector
             .iter()
