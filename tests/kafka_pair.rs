@@ -489,4 +489,24 @@ fn a_task_on_a_pair_commits_to_the_connectors_topic() {
     );
     // A data record and its offset are visible together.
     assert_eq!(read_all(&data, "read_committed").len(), 1);
+
+    // A reset in the task's transaction tombstones the worker topic first (KAFKA-15018): the
+    // worker topic's older offset does not show through the pair again.
+    task.commit([(key("files", "old.log"), None)]).unwrap();
+    assert_eq!(pair.get(&key("files", "old.log")).unwrap(), None);
+    assert_eq!(
+        global_alone(&global).get(&key("files", "old.log")).unwrap(),
+        None,
+        "the worker topic still holds the reset partition"
+    );
+    drop(task);
+    drop(pair);
+    let reopened =
+        KafkaPairStore::open_url(&StoreUrl::parse(&pair_url(&primary, &global, "")).unwrap())
+            .unwrap();
+    assert_eq!(reopened.get(&key("files", "old.log")).unwrap(), None);
+    assert_eq!(
+        reopened.get(&key("files", "new.log")).unwrap(),
+        Some(pos(5))
+    );
 }

@@ -100,11 +100,11 @@ impl KafkaPairStore {
     }
 
     /// The source task's transactional producer ([`KafkaStore::task_producer`]) on the
-    /// connector's topic, where its transactions put their offsets. (Connect's worker also copies
-    /// each offset to the worker topic afterwards; this does not, and reads fall back per
-    /// partition instead.)
+    /// connector's topic, where its transactions put their offsets; its resets tombstone the
+    /// worker topic first, as the pair's own writes do. (Connect's worker also copies each offset
+    /// to the worker topic afterwards; this does not, and reads fall back per partition instead.)
     pub fn task_producer(&self) -> Result<super::TaskProducer<'_>> {
-        self.primary.task_producer()
+        Ok(self.primary.task_producer()?.with_fallback(&self.fallback))
     }
 }
 

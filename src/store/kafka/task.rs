@@ -22,6 +22,7 @@ use rdkafka::producer::BaseRecord;
 use super::KafkaStore;
 use super::write::{self, Failure, TxnProducer};
 use crate::model::{Batch, OffsetKey};
+use crate::store::OffsetStore;
 use crate::{Error, Offset, Result};
 
 /// The `transactional.id` of one source task.
@@ -135,6 +136,9 @@ enum Phase {
 /// ```
 pub struct TaskProducer<'s> {
     store: &'s KafkaStore,
+    /// The worker topic behind a connector topic ([`KafkaPairStore`](super::KafkaPairStore)):
+    /// a reset tombstones it first, as Connect's `ConnectorOffsetBackingStore` does.
+    fallback: Option<&'s KafkaStore>,
     producer: TxnProducer,
     id: TaskId,
     phase: Phase,
@@ -157,10 +161,17 @@ impl<'s> TaskProducer<'s> {
         store.refresh()?;
         Ok(TaskProducer {
             store,
+            fallback: None,
             producer,
             id,
             phase: Phase::Idle,
         })
+    }
+
+    /// Resets go to `fallback` too, before the transaction that carries them.
+    pub(super) fn with_fallback(mut self, fallback: &'s KafkaStore) -> Self {
+        self.fallback = Some(fallback);
+        self
     }
 
     /// The task's `transactional.id`.
@@ -211,6 +222,20 @@ impl<'s> TaskProducer<'s> {
         let settings = &store.settings;
         // Unsequenced: Connect's records exactly, no marker, no headers.
         let recs = write::encode(&batch, &*store.read_state()?, store.partitions, settings)?;
+        if let Some(fallback) = self.fallback {
+            // KAFKA-15018: a tombstone in the connector's topic alone lets the worker topic's
+            // older offset show through again. Written first (and not undone if the
+            // transaction then fails: the partition is reset in either case a reader sees).
+            let resets: Vec<_> = batch
+                .entries
+                .iter()
+                .filter(|(_, v)| v.is_none())
+                .map(|(k, _)| (k.clone(), None))
+                .collect();
+            if !resets.is_empty() {
+                fallback.apply(&Batch::new("", 0, resets))?;
+            }
+        }
         self.open()?;
         let deadline = Instant::now() + settings.timeout;
         for rec in recs.iter() {
