@@ -148,6 +148,10 @@ pub fn migrate(
                 }
             }
             all.sort();
+            // History last: written after the connectors, the source's records replace those a
+            // target with history makes of the migration's own writes (a batch carrying history
+            // records is a restore, kept as it is).
+            all.sort_by_key(|c| c == crate::history::HISTORY_NAMESPACE);
             all
         }
     };

@@ -1050,3 +1050,89 @@ fn a_store_another_handle_writes_is_read_again() {
         vec![row("a", 1, None, pos(1)), row("a", 2, pos(5), pos(6))]
     );
 }
+
+/// A migration between two stores with history copies the history as it is (the migration's own
+/// writes are not recorded as moves), and the target rewinds as the source would.
+#[test]
+fn migrate_between_stores_with_history_copies_it_as_it_is() {
+    let from = with_history(MemoryStore::new(), week());
+    three_batches(&from);
+    let to = with_history(MemoryStore::new(), week());
+    let report = connect_offsets::migrate::migrate(&from, &to, &Default::default()).unwrap();
+    assert!(!report.connectors.is_empty());
+    assert_eq!(rows(&to), expected_history());
+    assert_eq!(state(&to), state(&from));
+    let now = time::now_us();
+    let plan = |s: &dyn OffsetStore| history::plan_rewind(s, C, RewindTo::Seq(1), None, now);
+    assert_eq!(plan(&to).unwrap().entries(), plan(&from).unwrap().entries());
+}
+
+/// A change history never saw (written without `history=`) makes a rewind across it refuse,
+/// naming the partition, rather than undo around the gap; a rewind after it still works.
+#[test]
+fn a_rewind_across_an_unrecorded_change_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        let store = with_history(RocksDbStore::open(&path).unwrap(), week());
+        three_batches(&store);
+    }
+    // A tool without history moves `a` from 2 to 7.
+    RocksDbStore::open(&path)
+        .unwrap()
+        .write(vec![(key("a"), pos(7))])
+        .unwrap();
+    let store = with_history(RocksDbStore::open(&path).unwrap(), week());
+    let h = history::read(&store, C).unwrap();
+    let at3 = h.changes.iter().find(|c| c.seq == 3).unwrap().at_us;
+    let e = history::plan_rewind(&store, C, RewindTo::Seq(1), None, time::now_us())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("exactly") && e.contains(r#"{"table":"a"}"#),
+        "{e}"
+    );
+    assert!(e.contains(r#"offset {"lsn":7}"#), "{e}");
+    // Partition c's chain is whole: rewinding it alone works.
+    let only_c =
+        history::plan_rewind(&store, C, RewindTo::Seq(1), Some(&key("c")), time::now_us()).unwrap();
+    assert_eq!(only_c.entries(), vec![(key("c"), None)]);
+    // To the last recorded batch: nothing of `a` is undone.
+    let plan = history::plan_rewind(&store, C, RewindTo::Time(at3), None, time::now_us()).unwrap();
+    assert!(plan.moves.is_empty(), "{:?}", plan.moves);
+}
+
+/// A record stamped ahead of the clock (one that jumped forward and was set right) keeps later
+/// records in order after it, but retention still goes by the clock: the real records within
+/// the retention stay.
+#[test]
+fn a_record_from_a_clock_that_jumped_ahead_does_not_age_out_the_rest() {
+    let store = with_history(MemoryStore::new(), week());
+    three_batches(&store);
+    let ahead = time::now_us() + 30 * 86_400 * 1_000_000;
+    let jumped = OffsetKey::new(
+        history::HISTORY_NAMESPACE,
+        Partition::new()
+            .with("connector", "other")
+            .with("writer", "w2")
+            .with("seq", 1)
+            .with("part", 0),
+    );
+    store
+        .write(vec![(
+            jumped,
+            Some(Offset::new().with("at_us", ahead).with("changes", "[]")),
+        )])
+        .unwrap();
+    store
+        .apply(&Batch::new("w", 4, vec![(key("d"), pos(1))]))
+        .unwrap();
+    let mut want = expected_history();
+    want.push(row("d", 4, None, pos(1)));
+    assert_eq!(rows(&store), want);
+    let h = history::read(&store, C).unwrap();
+    assert!(
+        h.changes.last().unwrap().at_us > ahead,
+        "kept in order after it"
+    );
+}

@@ -68,6 +68,15 @@ impl RewindPlan {
     }
 }
 
+/// One offset as a store holds it and as history recorded it (bytes as Connect spells them).
+fn same(a: Option<&Offset>, b: Option<&Offset>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(x), Some(y)) => x == y || x.to_json() == y.to_json(),
+        _ => false,
+    }
+}
+
 /// Where a rewind cuts history: it undoes every change after the cut.
 enum Cut {
     Time(i64),
@@ -164,6 +173,21 @@ pub fn plan_rewind(
         .map(|(k, o)| (k.clone(), Some(o.clone())))
         .collect();
     for c in history.changes.iter().rev().filter(|c| cut.undoes(c)) {
+        let before = state.get(&c.key).cloned().flatten();
+        // Undone newest first, each change must lead to what the store (or the change after it)
+        // holds: a change made without history (a writer opened without `history=`, a restore)
+        // breaks the chain, and undoing around the gap would be a wrong answer.
+        if partition.is_none_or(|p| p == &c.key) && !same(before.as_ref(), c.to.as_ref()) {
+            return Err(Error::State(format!(
+                "cannot rewind connector `{connector}` exactly: history records partition {} moving to {} at {}, but {} came after it unrecorded (a write without `history=`, or a restore of other offsets); rewind to a time after that change, or set the offsets directly",
+                String::from_utf8_lossy(&c.key.connect_key()),
+                c.to.as_ref().map_or_else(|| "none".into(), |o| o.to_json()),
+                time::format_rfc3339(c.at_us),
+                before
+                    .as_ref()
+                    .map_or_else(|| "none".into(), |o| format!("offset {}", o.to_json())),
+            )));
+        }
         state.insert(c.key.clone(), c.from.clone());
     }
     if let Some(p) = partition

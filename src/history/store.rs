@@ -280,7 +280,11 @@ impl HistoryStore {
         if stage.slots.is_empty() {
             return apply(batch, &[]);
         }
-        let at_us = time::now_us().max(index.last_at + 1);
+        let now_us = time::now_us();
+        // Records stay in order even when the clock steps back; retention goes by the clock, so
+        // that records stamped ahead of it by a clock that jumped and was corrected do not age
+        // out every real record behind them.
+        let at_us = now_us.max(index.last_at + 1);
         let mut entries: Vec<BatchEntry> = Vec::new();
         let mut added = Vec::new();
         for (connector, part, changes) in stage.records {
@@ -295,7 +299,7 @@ impl HistoryStore {
             horizon = Some(at_us);
         }
         let new_bytes: u64 = added.iter().map(|(_, bytes)| bytes).sum();
-        let pruned = index.expired(&self.config, at_us, new_bytes);
+        let pruned = index.expired(&self.config, now_us, new_bytes);
         for kept in index.records.iter().take(pruned) {
             entries.push((kept.key.clone(), None));
             horizon = horizon.max(Some(kept.at_us));
