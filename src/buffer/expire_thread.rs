@@ -7,9 +7,8 @@
 //! every apply's bookkeeping takes, and once no sealed batch is still being logged, a candidate is
 //! dropped when a logged batch not yet applied holds it, or when the store (read again there) has
 //! written it since; the reset then goes in only where nothing is pending for the key, and an
-//! offer that comes later replaces it. The
-//! crate's reserved namespaces are never expired: the markers of [`crate::once`] keep overrides
-//! from applying again.
+//! offer that comes later replaces it. The crate's reserved namespaces are never expired: the
+//! markers of [`crate::once`] keep overrides from applying again.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

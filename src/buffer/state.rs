@@ -43,7 +43,8 @@ pub struct BufferStats {
     pub store_writes: u64,
     /// Bytes the log holds.
     pub wal_bytes: u64,
-    /// Stale partitions the buffer's automatic expiry reset (`expire_after`).
+    /// Resets of stale partitions the buffer's automatic expiry (`expire_after`) committed; one
+    /// that an offer for its partition replaced before the seal counts too.
     pub expired: u64,
     /// Rounds of the automatic expiry finished (whether they found stale partitions or not).
     pub expire_rounds: u64,
