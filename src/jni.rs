@@ -179,7 +179,8 @@ pub fn open<'l>(
         }
         // Commits happen at set() only: an interval seal could split a set() into two batches.
         config.flush_interval = None;
-        let store = crate::open(&url).map_err(|e| e.context(format!("opening `{url}`")))?;
+        let shown = crate::store::url::redact(&url);
+        let store = crate::open(&url).map_err(|e| e.context(format!("opening `{shown}`")))?;
         let durability = config.durability;
         let max_pending = config.max_pending;
         let buffer = CommitBuffer::open(Arc::from(store), config)
@@ -244,7 +245,8 @@ pub fn set<'l>(
                 native.max_pending
             )));
         }
-        // Decoded before anything is offered: a bad entry refuses the whole set.
+        // Decoded and admitted by the store before anything is offered: a bad entry refuses the
+        // whole set (an offer left pending would be committed by the next set).
         let mut entries = Vec::with_capacity(keys.len());
         for (k, v) in keys.iter().zip(&values) {
             let k = k
@@ -260,7 +262,9 @@ pub fn set<'l>(
                     ))
                 })?,
             };
-            entries.push((key(k)?, offset));
+            let k = key(k)?;
+            native.buffer.admit(&k, offset.as_ref())?;
+            entries.push((k, offset));
         }
         let seq = {
             let _one_batch = native.sets.lock().unwrap_or_else(|p| p.into_inner());

@@ -177,6 +177,14 @@ fn bad_configuration_is_refused_naming_what_was_wrong() {
             vec![url_prop("bogus://x"), log_prop("l1")],
             "opening `bogus://x`: invalid store URL `bogus://x`: unknown scheme `bogus`",
         ),
+        // A secret in the URL is masked in the message (it reaches the engine's logs).
+        (
+            vec![
+                url_prop("kafka://127.0.0.1:1/t?sasl.password=hunter2&timeout.ms=1000"),
+                log_prop("l6"),
+            ],
+            "opening `kafka://127.0.0.1:1/t?sasl.password=****&timeout.ms=1000`",
+        ),
         (
             vec![
                 url_prop("memory://"),
@@ -213,6 +221,7 @@ fn bad_configuration_is_refused_naming_what_was_wrong() {
             line.starts_with(exception) && line.contains(expected),
             "{props:?}: expected a ConnectException with `{expected}`, got `{line}`"
         );
+        assert!(!line.contains("hunter2"), "a secret shown: {line}");
     }
     // A log directory another open store holds is refused too (one writer per log).
     let held = tempfile::tempdir().unwrap();

@@ -255,6 +255,12 @@ impl CommitBuffer {
         self.put(key, None)
     }
 
+    /// Whether the store could ever write `offset` under `key` (an offer asks the same first):
+    /// a caller offering several entries as a whole checks them all before offering any.
+    pub fn admit(&self, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
+        self.store.admit(&self.shared.writer, key, offset)
+    }
+
     fn put(&self, key: OffsetKey, offset: Option<Offset>) -> Result<()> {
         let shared = &*self.shared;
         // What the store could never write is refused now, not logged and retried forever.

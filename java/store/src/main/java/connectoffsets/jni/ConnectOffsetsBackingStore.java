@@ -104,7 +104,7 @@ public class ConnectOffsetsBackingStore implements OffsetBackingStore {
                 throw new ConnectException("offset store started before configure()");
             }
             if (stopped) {
-                throw new ConnectException("offset store of " + url + " was stopped; make a new one");
+                throw new ConnectException("offset store of " + shown(url) + " was stopped; make a new one");
             }
             if (handle != 0) {
                 return;
@@ -263,8 +263,32 @@ public class ConnectOffsetsBackingStore implements OffsetBackingStore {
 
     private ConnectException stoppedError() {
         return new ConnectException(stopped
-                ? "offset store of " + url + " is stopped"
-                : "offset store of " + url + " is not started");
+                ? "offset store of " + shown(url) + " is stopped"
+                : "offset store of " + shown(url) + " is not started");
+    }
+
+    /**
+     * The URL as messages show it: the values of secret-looking parameters masked, by the crate's
+     * rule (names holding password, secret, token, jaas, oauthbearer.config or key.pem, or ending
+     * in .key). Messages reach the engine's logs.
+     */
+    static String shown(String url) {
+        int q = url.indexOf('?');
+        if (q < 0) {
+            return url;
+        }
+        StringBuilder out = new StringBuilder(url.substring(0, q + 1));
+        String[] params = url.substring(q + 1).split("&", -1);
+        for (int i = 0; i < params.length; i++) {
+            String p = params[i];
+            int eq = p.indexOf('=');
+            String name = (eq < 0 ? p : p.substring(0, eq)).toLowerCase(java.util.Locale.ROOT);
+            boolean secret = name.contains("password") || name.contains("secret") || name.endsWith(".key")
+                    || name.contains("key.pem") || name.contains("token") || name.contains("jaas")
+                    || name.contains("oauthbearer.config");
+            out.append(i > 0 ? "&" : "").append(secret && eq >= 0 ? p.substring(0, eq + 1) + "****" : p);
+        }
+        return out.toString();
     }
 
     /**
