@@ -502,6 +502,19 @@ fn sasl_settings_reach_every_client_and_the_password_never_shows() {
     );
     store.set(key(&name, &t, 0), at(5)).unwrap();
     assert_eq!(store.get(&key(&name, &t, 0)).unwrap(), Some(at(5)));
+    // `lag` reaches the log ends with the store's SASL settings too.
+    let lag = cli(&[
+        "lag",
+        "--store",
+        &sasl("connect-offsets-secret", 300_000),
+        "--json",
+    ]);
+    assert!(
+        lag.contains(&format!(
+            r#"{{"kafka_topic":"{t}","kafka_partition":0,"committed":5,"log_end":10,"lag":5}}"#
+        )),
+        "{lag}"
+    );
     store.reset_namespace(&name).unwrap();
     let shown = format!("{store:?}");
     assert!(!shown.contains("connect-offsets-secret"), "{shown}");

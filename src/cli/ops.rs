@@ -594,18 +594,32 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
         }
         rows.sort_by(|a, b| a.connector.cmp(&b.connector));
     }
+    let store_url = connect_offsets::store::StoreUrl::parse(&a.store.url())
+        .ok()
+        .filter(|u| u.scheme == "kafka" || u.scheme == "kafka-group");
     let brokers = a.kafka.clone().or_else(|| {
-        connect_offsets::store::StoreUrl::parse(&a.store.url())
-            .ok()
-            .filter(|u| u.scheme == "kafka" || u.scheme == "kafka-group")
+        store_url
+            .as_ref()
             .and_then(|u| u.location.split('/').next().map(str::to_string))
             .filter(|h| !h.is_empty())
     });
+    // The store's brokers are reached as the store reaches them: its security settings too.
+    let security: Vec<(String, String)> = match (&a.kafka, &store_url) {
+        (None, Some(u)) => u
+            .params
+            .iter()
+            .filter(|(k, _)| {
+                k == "security.protocol" || k.starts_with("sasl.") || k.starts_with("ssl.")
+            })
+            .cloned()
+            .collect(),
+        _ => Vec::new(),
+    };
     let sink_note = match &brokers {
         Some(b) if cfg!(feature = "kafka") => {
             let all: Vec<(String, i32, i64)> =
                 rows.iter().flat_map(|r| r.sinks.iter().cloned()).collect();
-            let ends = log_ends(b, &all)?;
+            let ends = log_ends(b, &security, &all)?;
             let mut missing = Vec::new();
             for r in rows.iter_mut() {
                 if r.sinks.is_empty() {
@@ -789,13 +803,21 @@ type LogEnds = std::collections::HashMap<(String, i32), std::result::Result<i64,
 
 /// The log-end offset (high watermark) of each topic partition.
 #[cfg(feature = "kafka")]
-fn log_ends(brokers: &str, parts: &[(String, i32, i64)]) -> Result<LogEnds> {
+fn log_ends(
+    brokers: &str,
+    properties: &[(String, String)],
+    parts: &[(String, i32, i64)],
+) -> Result<LogEnds> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     let mut out = std::collections::HashMap::new();
     if parts.is_empty() {
         return Ok(out);
     }
-    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+    let mut config = rdkafka::ClientConfig::new();
+    for (k, v) in properties {
+        config.set(k, v);
+    }
+    let consumer: BaseConsumer = config
         .set("bootstrap.servers", brokers)
         .set("enable.auto.commit", "false")
         .create()
@@ -814,6 +836,6 @@ fn log_ends(brokers: &str, parts: &[(String, i32, i64)]) -> Result<LogEnds> {
 }
 
 #[cfg(not(feature = "kafka"))]
-fn log_ends(_: &str, _: &[(String, i32, i64)]) -> Result<LogEnds> {
+fn log_ends(_: &str, _: &[(String, String)], _: &[(String, i32, i64)]) -> Result<LogEnds> {
     Ok(Default::default())
 }
