@@ -56,6 +56,8 @@ pub struct MigrateReport {
     pub connectors: Vec<ConnectorChanges>,
     /// Writers whose applied seq was (or would be) raised in the destination: name, old, new.
     pub writers: Vec<(String, u64, u64)>,
+    /// Why the writers' seqs were not carried: the destination keeps none (a consumer group).
+    pub writers_skipped: Option<String>,
     /// True when nothing was written.
     pub dry_run: bool,
 }
@@ -159,23 +161,40 @@ pub fn migrate(
         dry_run: options.dry_run,
         ..Default::default()
     };
+    let writers: Vec<(String, u64)> = match &options.connector {
+        Some(_) => Vec::new(),
+        None => from
+            .writers()?
+            .into_iter()
+            .filter(|(w, _)| !w.is_empty())
+            .collect(),
+    };
+    // Asked before anything is written: a destination that keeps no writer sequence takes the
+    // offsets without them, rather than failing once they are written.
+    if let Some((w, _)) = writers.first()
+        && let Err(e) = to.applied_seq(w)
+    {
+        report.writers_skipped = Some(e.to_string());
+    }
     for c in &connectors {
         let (changes, entries) = plan(from, to, c)?;
         if !options.dry_run && !entries.is_empty() {
             to.write(entries).map_err(|e| {
+                let what = if to.atomic() {
+                    "nothing of it was written"
+                } else {
+                    "part of it may be written: run the migration again"
+                };
                 e.context(format!(
-                    "writing connector `{c}` to the {} store failed (nothing of it was written)",
+                    "writing connector `{c}` to the {} store failed ({what})",
                     to.kind()
                 ))
             })?;
         }
         report.connectors.push(changes);
     }
-    if options.connector.is_none() {
-        for (writer, seq) in from.writers()? {
-            if writer.is_empty() {
-                continue;
-            }
+    if report.writers_skipped.is_none() {
+        for (writer, seq) in writers {
             let have = to.applied_seq(&writer)?;
             if have < seq {
                 if !options.dry_run {

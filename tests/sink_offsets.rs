@@ -456,6 +456,39 @@ fn export_import_and_migrate_between_groups_and_a_commit_buffer_is_refused() {
     let listed = cli(&["list", "--store", &fixed, "--connector", "renamed"]);
     assert!(listed.contains(r#""kafka_offset":9"#), "{listed}");
 
+    // A whole store a commit buffer wrote (a writer seq beside the offsets) migrates into groups
+    // without the seq, which a group cannot keep: said, not failed after the groups were written.
+    let db = dir.path().join("buffered");
+    {
+        let src = connect_offsets::store::rocksdb::RocksDbStore::open(&db).unwrap();
+        src.apply(&connect_offsets::Batch::new(
+            "w",
+            3,
+            vec![(key(&name, &t, 0), Some(at(4)))],
+        ))
+        .unwrap();
+    }
+    let fourth = format!(
+        "kafka-group://{}/?group=fourth-{{connector}}&timeout.ms=300000",
+        bootstrap()
+    );
+    let out = cli(&[
+        "migrate",
+        "--from",
+        &format!("rocksdb://{}", db.display()),
+        "--to",
+        &fourth,
+    ]);
+    assert!(out.contains("verified: both sides equal"), "{out}");
+    assert!(
+        out.contains("writer seqs not carried") && out.contains("keeps no applied seq"),
+        "{out}"
+    );
+    assert_eq!(
+        committed(&format!("fourth-{name}"), &t, 2),
+        BTreeMap::from([(0, 4)])
+    );
+
     // A commit buffer needs a writer seq the group cannot keep: refused at open, saying so.
     let store: std::sync::Arc<dyn OffsetStore> =
         std::sync::Arc::new(KafkaGroupStore::open(&url()).unwrap());
@@ -471,6 +504,7 @@ fn export_import_and_migrate_between_groups_and_a_commit_buffer_is_refused() {
     for g in [
         format!("copy-{name}"),
         format!("third-{name}"),
+        format!("fourth-{name}"),
         format!("connect-{name}"),
     ] {
         KafkaGroupStore::open(&format!(

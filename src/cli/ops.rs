@@ -440,11 +440,15 @@ fn migrate_json(report: &MigrateReport, elapsed: f64) -> String {
         })
         .collect();
     format!(
-        "{{\"dry_run\":{},\"verified\":{},\"connectors\":[{}],\"writers\":[{}],\"elapsed_s\":{elapsed:.3}}}",
+        "{{\"dry_run\":{},\"verified\":{},\"connectors\":[{}],\"writers\":[{}],\"writers_skipped\":{},\"elapsed_s\":{elapsed:.3}}}",
         report.dry_run,
         !report.dry_run,
         conns.join(","),
-        writers.join(",")
+        writers.join(","),
+        report
+            .writers_skipped
+            .as_deref()
+            .map_or_else(|| "null".to_string(), quoted)
     )
 }
 
@@ -482,6 +486,9 @@ pub(crate) fn migrate(a: MigrateArgs) -> Result<ExitCode> {
     }
     for (w, old, new) in &report.writers {
         print(format!("writer {w}: {verb} raise applied seq {old} -> {new}").as_bytes())?;
+    }
+    if let Some(why) = &report.writers_skipped {
+        print(format!("writer seqs not carried: {why}").as_bytes())?;
     }
     if report.dry_run {
         print(
