@@ -975,3 +975,84 @@ mod encoded_ahead {
         buf.close().unwrap();
     }
 }
+
+/// A store whose `apply` panics at one seq.
+#[derive(Debug)]
+struct PanicsAt {
+    inner: MemoryStore,
+    seq: u64,
+}
+
+impl OffsetStore for PanicsAt {
+    fn kind(&self) -> &'static str {
+        "panics-at"
+    }
+    fn apply(&self, batch: &connect_offsets::Batch) -> connect_offsets::Result<()> {
+        assert!(batch.seq != self.seq, "the store broke at seq {}", self.seq);
+        self.inner.apply(batch)
+    }
+    fn applied_seq(&self, writer: &str) -> connect_offsets::Result<u64> {
+        self.inner.applied_seq(writer)
+    }
+    fn writers(&self) -> connect_offsets::Result<Vec<(String, u64)>> {
+        self.inner.writers()
+    }
+    fn get(&self, key: &OffsetKey) -> connect_offsets::Result<Option<Offset>> {
+        self.inner.get(key)
+    }
+    fn partitions(&self, namespace: &str) -> connect_offsets::Result<Vec<(OffsetKey, Offset)>> {
+        self.inner.partitions(namespace)
+    }
+    fn namespaces(&self) -> connect_offsets::Result<Vec<String>> {
+        self.inner.namespaces()
+    }
+    fn persist(&self) -> connect_offsets::Result<()> {
+        Ok(())
+    }
+    fn durable(&self) -> bool {
+        false
+    }
+}
+
+/// A panic in a buffer thread fails the commits waiting on it at once, with its message, and the
+/// commits the log acknowledged come back at the next open.
+#[test]
+fn a_panic_in_the_apply_thread_fails_commits_with_its_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = CommitBufferConfig::new(dir.path().join("wal"));
+    config.flush_interval = None;
+    config.flush_timeout = Duration::from_secs(60);
+    let store = PanicsAt {
+        inner: MemoryStore::new(),
+        seq: 2,
+    };
+    let buf = CommitBuffer::open(Arc::new(store), config.clone()).unwrap();
+    buf.offer(key(1), pos(1)).unwrap();
+    assert_eq!(buf.commit_with(Durability::Store).wait().unwrap(), 1);
+    buf.offer(key(2), pos(2)).unwrap();
+    let started = std::time::Instant::now();
+    let e = buf
+        .commit_with(Durability::Store)
+        .wait()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("apply thread") && e.contains("the store broke at seq 2"),
+        "{e}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "waited for the timeout"
+    );
+    assert!(
+        buf.offer(key(3), pos(3)).is_err(),
+        "offers after it are refused"
+    );
+    drop(buf);
+    let buf = CommitBuffer::open(Arc::new(MemoryStore::new()), config).unwrap();
+    assert_eq!(
+        buf.store().get(&key(2)).unwrap(),
+        Some(pos(2)),
+        "logged, so replayed"
+    );
+}

@@ -182,14 +182,15 @@ impl CommitBuffer {
             Arc::clone(&wal),
             config.crash_hook.clone(),
         );
+        let (log_shared, apply_shared) = (Arc::clone(&shared), Arc::clone(&shared));
         let mut threads = vec![
             std::thread::Builder::new()
                 .name(format!("offsets-log-{writer}"))
-                .spawn(move || log_thread.run())
+                .spawn(move || poison_on_panic(&log_shared, "log", || log_thread.run()))
                 .map_err(|e| Error::io("spawn log thread", &config.wal_dir, e))?,
             std::thread::Builder::new()
                 .name(format!("offsets-apply-{writer}"))
-                .spawn(move || apply_thread.run(rx))
+                .spawn(move || poison_on_panic(&apply_shared, "apply", || apply_thread.run(rx)))
                 .map_err(|e| Error::io("spawn apply thread", &config.wal_dir, e))?,
         ];
         if let Some(after) = config.expire_after {
@@ -199,10 +200,11 @@ impl CommitBuffer {
                 after,
                 interval: config.expire_interval,
             };
+            let expire_shared = Arc::clone(&shared);
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("offsets-expire-{writer}"))
-                    .spawn(move || expire.run())
+                    .spawn(move || poison_on_panic(&expire_shared, "expire", || expire.run()))
                     .map_err(|e| Error::io("spawn expire thread", &config.wal_dir, e))?,
             );
         }
@@ -442,6 +444,22 @@ impl Drop for CommitBuffer {
         self.stop();
         // A ticket may outlive the buffer; the log it shares is free for the next opener.
         self.shared.wal.unlock();
+    }
+}
+
+/// Runs a buffer thread's loop; a panic in it poisons the buffer with its message, so that
+/// committers and `close` get that error at once, not a timeout after it.
+fn poison_on_panic(shared: &Shared, thread: &str, run: impl FnOnce()) {
+    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        shared.poison(Error::State(format!(
+            "the commit buffer's {thread} thread of writer `{}` panicked ({message}); commits acknowledged before it are in the log and come back at the next open",
+            shared.writer
+        )));
     }
 }
 
