@@ -140,6 +140,7 @@ fn concurrent_sets_then_stop_twice_and_every_call_after_stop() {
     ]);
     for line in [
         "ok threads: 4 threads x 50 flushes",
+        "ok set of a null key: set() of an offset under a null key",
         "ok get after stop: org.apache.kafka.connect.errors.ConnectException: offset store of rocksdb://",
         "ok set after stop: offset store of rocksdb://",
         "ok start after stop: offset store of rocksdb://",

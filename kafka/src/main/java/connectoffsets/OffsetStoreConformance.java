@@ -329,9 +329,23 @@ public final class OffsetStoreConformance {
             }
         }
         System.out.println("ok threads: " + threads + " threads x " + flushes + " flushes of 10 offsets, all read back after a reopen");
+        ByteBuffer key = ByteBuffer.wrap("[\"task-0\",{\"p\":0}]".getBytes(StandardCharsets.UTF_8));
+        // A null key fails the set through its callback and its future, not by a throw.
+        Map<ByteBuffer, ByteBuffer> withNull = new HashMap<>();
+        withNull.put(null, key);
+        AtomicReference<Throwable> told = new AtomicReference<>();
+        Future<Void> nf = reopened.set(withNull, (e, v) -> told.set(e));
+        try {
+            nf.get();
+            fail("a set with a null key succeeded");
+        } catch (ExecutionException e) {
+            if (told.get() == null) {
+                fail("a set with a null key: the callback was not told");
+            }
+            System.out.println("ok set of a null key: " + e.getCause().getMessage());
+        }
         reopened.stop();
         // After stop: get fails, set fails through its callback and its future, nothing crashes.
-        ByteBuffer key = ByteBuffer.wrap("[\"task-0\",{\"p\":0}]".getBytes(StandardCharsets.UTF_8));
         try {
             reopened.get(List.of(key)).get();
             fail("get after stop succeeded");

@@ -45,6 +45,7 @@ import org.apache.kafka.connect.util.Callback;
 public class ConnectOffsetsBackingStore implements OffsetBackingStore {
     public static final String PREFIX = "offset.storage.connect-offsets.";
     public static final String URL = PREFIX + "url";
+    private static final String FLUSH_TIMEOUT = "offset.flush.timeout.ms";
     public static final String LOG_DIR = PREFIX + "log.dir";
     public static final String NATIVE_LIBRARY = PREFIX + "native.library";
 
@@ -74,7 +75,12 @@ public class ConnectOffsetsBackingStore implements OffsetBackingStore {
 
     /** The same as {@link #configure(WorkerConfig)}, from the worker's properties. */
     public void configure(Map<String, ?> originals) {
+        // Nothing of an earlier configure() is kept: each names the whole store.
         bufferProperties.clear();
+        url = null;
+        logDir = null;
+        nativeLibrary = null;
+        boolean flushTimeout = false;
         for (Map.Entry<String, ?> e : originals.entrySet()) {
             String name = e.getKey();
             if (!name.startsWith(PREFIX) || e.getValue() == null) {
@@ -85,8 +91,16 @@ public class ConnectOffsetsBackingStore implements OffsetBackingStore {
                 case URL -> url = value;
                 case LOG_DIR -> logDir = value;
                 case NATIVE_LIBRARY -> nativeLibrary = value;
-                default -> bufferProperties.add(new String[] {name.substring(PREFIX.length()), value});
+                default -> {
+                    bufferProperties.add(new String[] {name.substring(PREFIX.length()), value});
+                    flushTimeout |= name.equals(PREFIX + FLUSH_TIMEOUT);
+                }
             }
+        }
+        // The engine cancels a flush after its own offset.flush.timeout.ms: a set() waits as long.
+        Object engineTimeout = originals.get(FLUSH_TIMEOUT);
+        if (!flushTimeout && engineTimeout != null) {
+            bufferProperties.add(new String[] {FLUSH_TIMEOUT, String.valueOf(engineTimeout)});
         }
         if (url == null || url.isBlank()) {
             throw new ConnectException(URL + " is not set: name the store, e.g. rocksdb:///var/lib/dbz/offsets");
@@ -170,15 +184,25 @@ public class ConnectOffsetsBackingStore implements OffsetBackingStore {
 
     @Override
     public Future<Void> set(Map<ByteBuffer, ByteBuffer> values, Callback<Void> callback) {
+        CompletableFuture<Void> result = new CompletableFuture<>();
+        // Bad arguments are refused through the callback as every other failure, not thrown.
+        if (values == null) {
+            fail(result, callback, new ConnectException("set() of a null map of offsets"));
+            return result;
+        }
         byte[][] keys = new byte[values.size()][];
         byte[][] vals = new byte[values.size()][];
         int i = 0;
         for (Map.Entry<ByteBuffer, ByteBuffer> e : values.entrySet()) {
+            if (e.getKey() == null) {
+                fail(result, callback, new ConnectException(
+                        "set() of an offset under a null key: every offset needs its partition's key"));
+                return result;
+            }
             keys[i] = bytes(e.getKey());
             vals[i] = e.getValue() == null ? null : bytes(e.getValue());
             i++;
         }
-        CompletableFuture<Void> result = new CompletableFuture<>();
         Runnable commit = () -> {
             Throwable failure = null;
             try {
@@ -255,10 +279,14 @@ public class ConnectOffsetsBackingStore implements OffsetBackingStore {
     }
 
     private static void fail(CompletableFuture<Void> result, Callback<Void> callback, ConnectException e) {
-        if (callback != null) {
-            callback.onCompletion(e, null);
+        try {
+            if (callback != null) {
+                callback.onCompletion(e, null);
+            }
+        } finally {
+            // Completed whatever the callback does.
+            result.completeExceptionally(e);
         }
-        result.completeExceptionally(e);
     }
 
     private ConnectException stoppedError() {
