@@ -660,7 +660,7 @@ fn cli_refusals_name_what_is_wrong() {
     );
     refused(
         &rewind(&["--connector", C, "--to", "09:40"]),
-        "`09:40` is not an RFC 3339 time",
+        "--to: `09:40` is not an RFC 3339 time",
     );
     refused(
         &rewind(&["--connector", C, "--to", "seq:x"]),

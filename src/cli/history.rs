@@ -116,7 +116,12 @@ pub(crate) fn show(a: HistoryArgs) -> Result<ExitCode> {
         .as_deref()
         .map(|p| parse_key(&a.connector, p))
         .transpose()?;
-    let since = a.since.as_deref().map(time::parse_rfc3339).transpose()?;
+    let since = a
+        .since
+        .as_deref()
+        .map(time::parse_rfc3339)
+        .transpose()
+        .map_err(|e| e.context("--since"))?;
     let store = open(&a.store)?;
     let h = history::read(&*store, &a.connector)?;
     if h.changes.is_empty() && store.partitions(&a.connector)?.is_empty() {
@@ -167,7 +172,9 @@ pub(crate) fn show(a: HistoryArgs) -> Result<ExitCode> {
 }
 
 pub(crate) fn rewind(a: RewindArgs) -> Result<ExitCode> {
-    let to: RewindTo = a.to.parse()?;
+    let to: RewindTo =
+        a.to.parse()
+            .map_err(|e: connect_offsets::Error| e.context("--to"))?;
     let key = a
         .partition
         .as_deref()
