@@ -124,7 +124,10 @@ fn connection(stream: TcpStream, limits: Limits, handler: &Handler) -> io::Resul
     stream.set_read_timeout(Some(limits.idle))?;
     stream.set_write_timeout(Some(limits.idle))?;
     let mut out = stream.try_clone()?;
-    let mut input = BufReader::new(stream);
+    let mut input = BufReader::new(Timed {
+        stream,
+        deadline: None,
+    });
     loop {
         let head = match read_head(&mut input, limits) {
             Ok(Some(h)) => h,
@@ -135,8 +138,7 @@ fn connection(stream: TcpStream, limits: Limits, handler: &Handler) -> io::Resul
                 return write_response(&mut out, &resp, true, false);
             }
         };
-        let started = Instant::now();
-        let body = match read_body(&mut input, &mut out, &head, limits, started) {
+        let body = match read_body(&mut input, &mut out, &head, limits) {
             Ok(b) => b,
             Err(r) => {
                 let resp = Response::error(r.status, &r.message);
@@ -145,6 +147,8 @@ fn connection(stream: TcpStream, limits: Limits, handler: &Handler) -> io::Resul
                 return Ok(());
             }
         };
+        // Between requests only the idle timeout applies.
+        input.get_mut().deadline = None;
         let head_only = head.method == "HEAD";
         let close = !head.keep_alive;
         let request = Request {
@@ -161,6 +165,25 @@ fn connection(stream: TcpStream, limits: Limits, handler: &Handler) -> io::Resul
     }
 }
 
+/// The socket as requests are read from it: past a request's deadline every read times out, so
+/// that a client dripping a byte at a time (each within the idle timeout) cannot hold its thread.
+struct Timed {
+    stream: TcpStream,
+    deadline: Option<Instant>,
+}
+
+impl Read for Timed {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the request did not arrive within its time limit",
+            ));
+        }
+        self.stream.read(buf)
+    }
+}
+
 struct Head {
     method: String,
     target: String,
@@ -173,10 +196,7 @@ struct Head {
 
 /// Reads one line of the head or of a chunked body's framing (CRLF or LF), counting it against
 /// `budget`.
-fn read_line(
-    input: &mut BufReader<TcpStream>,
-    budget: &mut usize,
-) -> Result<Option<String>, Refusal> {
+fn read_line(input: &mut BufReader<Timed>, budget: &mut usize) -> Result<Option<String>, Refusal> {
     let mut line = Vec::new();
     let n = input
         .by_ref()
@@ -205,7 +225,7 @@ fn read_line(
         .map_err(|_| refusal(400, "the request head is not UTF-8"))
 }
 
-fn read_head(input: &mut BufReader<TcpStream>, limits: Limits) -> Result<Option<Head>, Refusal> {
+fn read_head(input: &mut BufReader<Timed>, limits: Limits) -> Result<Option<Head>, Refusal> {
     let mut budget = limits.head_bytes;
     // Blank lines before a request are ignored (RFC 9112 §2.2).
     let line = loop {
@@ -214,6 +234,10 @@ fn read_head(input: &mut BufReader<TcpStream>, limits: Limits) -> Result<Option<
             Ok(_) => {}
             Err(e) if is_timeout(&e) => return Ok(None),
             Err(_) => return Ok(None),
+        }
+        // The request has begun: all of it must arrive within the request's limit.
+        if input.get_ref().deadline.is_none() {
+            input.get_mut().deadline = Some(Instant::now() + limits.request);
         }
         match read_line(input, &mut budget)? {
             None => return Ok(None),
@@ -328,11 +352,10 @@ fn origin_form(target: &str) -> Result<String, Refusal> {
 }
 
 fn read_body(
-    input: &mut BufReader<TcpStream>,
+    input: &mut BufReader<Timed>,
     out: &mut TcpStream,
     head: &Head,
     limits: Limits,
-    started: Instant,
 ) -> Result<Vec<u8>, Refusal> {
     let too_large = || {
         refusal(
@@ -352,7 +375,7 @@ fn read_body(
     }
     let mut body = Vec::new();
     if let Some(n) = head.length {
-        read_exact_by(input, &mut body, n, limits, started)?;
+        read_exact_by(input, &mut body, n)?;
     } else if head.chunked {
         loop {
             // Each framing line on its own budget: a body may be many small chunks.
@@ -370,10 +393,10 @@ fn read_body(
                 {}
                 break;
             }
-            if body.len() as u64 + size > limits.body_bytes {
+            if (body.len() as u64).saturating_add(size) > limits.body_bytes {
                 return Err(too_large());
             }
-            read_exact_by(input, &mut body, size, limits, started)?;
+            read_exact_by(input, &mut body, size)?;
             if read_line(input, &mut budget)?.as_deref() != Some("") {
                 return Err(refusal(400, "a chunk is not followed by CRLF"));
             }
@@ -382,20 +405,11 @@ fn read_body(
     Ok(body)
 }
 
-/// Appends exactly `n` bytes of `input` to `body`, giving up past the request's time limit.
-fn read_exact_by(
-    input: &mut BufReader<TcpStream>,
-    body: &mut Vec<u8>,
-    n: u64,
-    limits: Limits,
-    started: Instant,
-) -> Result<(), Refusal> {
+/// Appends exactly `n` bytes (within the body limit) of `input` to `body`.
+fn read_exact_by(input: &mut BufReader<Timed>, body: &mut Vec<u8>, n: u64) -> Result<(), Refusal> {
     let end = body.len() + n as usize;
     let mut chunk = [0u8; 64 << 10];
     while body.len() < end {
-        if started.elapsed() > limits.request {
-            return Err(refusal(408, "the request body did not arrive in time"));
-        }
         let want = chunk.len().min(end - body.len());
         match input.read(&mut chunk[..want]) {
             Ok(0) => {
@@ -420,9 +434,11 @@ fn read_exact_by(
 
 /// Reads what the client still sends for a moment before the socket closes: closing with unread
 /// bytes resets the connection, and the client may lose the answer it has not read yet.
-fn drain(input: &mut BufReader<TcpStream>) {
+fn drain(input: &mut BufReader<Timed>) {
+    input.get_mut().deadline = None;
     let _ = input
         .get_ref()
+        .stream
         .set_read_timeout(Some(Duration::from_millis(200)));
     let mut sink = [0u8; 64 << 10];
     let deadline = Instant::now() + Duration::from_secs(1);
