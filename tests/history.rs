@@ -1136,3 +1136,44 @@ fn a_record_from_a_clock_that_jumped_ahead_does_not_age_out_the_rest() {
         "kept in order after it"
     );
 }
+
+/// A history record that does not decode is left out and named, not a failure of every read; a
+/// horizon record that does not decode refuses rewinds, saying which record and how to remove it.
+#[test]
+fn an_unreadable_history_record_is_left_out_and_named() {
+    let store = with_history(MemoryStore::new(), week());
+    three_batches(&store);
+    let broken = OffsetKey::new(
+        history::HISTORY_NAMESPACE,
+        Partition::new()
+            .with("connector", C)
+            .with("writer", "w9")
+            .with("seq", 1)
+            .with("part", 0),
+    );
+    store
+        .write(vec![(broken, Some(Offset::new().with("changes", "[]")))])
+        .unwrap();
+    let h = history::read(&store, C).unwrap();
+    assert_eq!(rows(&store), expected_history());
+    assert_eq!(h.unreadable.len(), 1, "{:?}", h.unreadable);
+    assert!(
+        h.unreadable[0].contains("no at_us") && h.unreadable[0].contains("w9"),
+        "{:?}",
+        h.unreadable
+    );
+    // The rest still rewinds.
+    history::plan_rewind(&store, C, RewindTo::Seq(1), None, time::now_us()).unwrap();
+    // A horizon that does not decode: rewinds refuse, naming it.
+    let horizon = OffsetKey::new(
+        history::HISTORY_NAMESPACE,
+        Partition::new().with("horizon", "history"),
+    );
+    store
+        .write(vec![(horizon, Some(Offset::new().with("at_us", "soon")))])
+        .unwrap();
+    let e = history::plan_rewind(&store, C, RewindTo::Seq(1), None, time::now_us())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot be read") && e.contains("horizon"), "{e}");
+}

@@ -156,6 +156,9 @@ pub(crate) fn show(a: HistoryArgs) -> Result<ExitCode> {
             .as_bytes(),
         )?;
     }
+    for why in &h.unreadable {
+        eprintln!("warning: a history record is left out: {why}");
+    }
     match h.horizon_us {
         Some(t) => eprintln!(
             "{} change{} of connector `{}`, newest first; rewinds reach back to {}",

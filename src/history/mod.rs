@@ -109,6 +109,9 @@ pub struct History {
     pub horizon_us: Option<i64>,
     /// Every retained change of the connector, oldest first (a batch's in partition order).
     pub changes: Vec<Change>,
+    /// Records of the connector (or the horizon) that do not decode, each with why: left out of
+    /// `changes`, so a rewind across what they held finds the chain broken and refuses.
+    pub unreadable: Vec<String>,
 }
 
 impl History {
@@ -131,6 +134,16 @@ pub fn read(store: &dyn OffsetStore, connector: &str) -> Result<History> {
             None => {}
         }
     }
+    let mut unreadable = Vec::new();
+    if horizon_us.is_none()
+        && let Some((k, v)) = held.iter().find(|(k, _)| *k == record::horizon_key())
+    {
+        unreadable.push(format!(
+            "the horizon record {} holds no integer `at_us`: {}",
+            String::from_utf8_lossy(&k.connect_key()),
+            v.to_json()
+        ));
+    }
     let part = |k: &OffsetKey| match k.partition().and_then(|p| p.get("part")) {
         Some(crate::Value::Int(n)) => *n,
         _ => 0,
@@ -138,7 +151,13 @@ pub fn read(store: &dyn OffsetStore, connector: &str) -> Result<History> {
     let mut changes = Vec::new();
     let mut decoded = Vec::with_capacity(records.len());
     for (k, v) in records {
-        decoded.push((part(k), record::decode(k, v, connector)?));
+        match record::decode(k, v, connector) {
+            Ok(c) => decoded.push((part(k), c)),
+            Err(e) => {
+                tracing::warn!(connector, error = %e, "a history record does not decode; it is left out");
+                unreadable.push(e.to_string());
+            }
+        }
     }
     decoded.sort_by(|(pa, a), (pb, b)| {
         let order = |c: &[Change]| c.first().map(|c| (c.at_us, c.writer.clone(), c.seq));
@@ -156,5 +175,6 @@ pub fn read(store: &dyn OffsetStore, connector: &str) -> Result<History> {
     Ok(History {
         horizon_us,
         changes,
+        unreadable,
     })
 }

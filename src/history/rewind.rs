@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::str::FromStr;
 
-use super::{Change, read, time};
+use super::{Change, HISTORY_NAMESPACE, read, time};
 use crate::model::OffsetKey;
 use crate::store::OffsetStore;
 use crate::{Error, Offset, Result};
@@ -112,6 +112,11 @@ pub fn plan_rewind(
         )));
     }
     let Some(horizon) = history.horizon_us else {
+        if let Some(why) = history.unreadable.first() {
+            return Err(Error::State(format!(
+                "cannot rewind connector `{connector}`: its history cannot be read ({why}); remove the record with `reset --connector {HISTORY_NAMESPACE} --partition ...`, and history starts again from the next commit"
+            )));
+        }
         return Err(Error::State(
             "the store holds no history: open it with `?history=<retention>` (e.g. history=7d) to record how offsets move, then rewinds reach back to that moment".into(),
         ));
