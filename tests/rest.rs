@@ -425,6 +425,23 @@ fn the_http_layer_holds_against_odd_and_hostile_clients() {
     assert!(answer.contains("not UTF-8"), "{answer}");
     let answer = raw_exchange(&s, b"GARBAGE\r\n\r\n");
     assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    // Framing two readers could disagree on: a space before a header's colon, a signed length.
+    let answer = raw_exchange(
+        &s,
+        b"PATCH /connectors/c/offsets HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n",
+    );
+    assert!(
+        answer.starts_with("HTTP/1.1 400 ") && answer.contains("malformed header name"),
+        "{answer}"
+    );
+    let answer = raw_exchange(
+        &s,
+        b"PATCH /connectors/c/offsets HTTP/1.1\r\nHost: x\r\nContent-Length: +2\r\n\r\n{}",
+    );
+    assert!(
+        answer.starts_with("HTTP/1.1 400 ") && answer.contains("is not a number"),
+        "{answer}"
+    );
     let long = format!(
         "GET /connectors/c/offsets HTTP/1.1\r\nX-Long: {}\r\n\r\n",
         "a".repeat(9000)

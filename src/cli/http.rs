@@ -79,32 +79,58 @@ pub(crate) fn serve(
                 continue;
             }
         };
-        if open.fetch_add(1, Ordering::AcqRel) >= limits.connections {
-            open.fetch_sub(1, Ordering::AcqRel);
+        let slot = Slot::take(&open);
+        if open.load(Ordering::Acquire) > limits.connections {
+            drop(slot);
             refuse_busy(stream, limits);
             continue;
         }
-        let (open_c, handler) = (Arc::clone(&open), Arc::clone(&handler));
+        let handler = Arc::clone(&handler);
+        // The slot goes with the thread (or with the closure, if the thread never starts), and
+        // is given back however it ends, a panic included.
         let spawned = std::thread::Builder::new()
             .name("serve-conn".into())
             .spawn(move || {
+                let _slot = slot;
                 if let Err(e) = connection(stream, limits, &*handler) {
                     tracing::debug!(error = %e, "connection ended");
                 }
-                open_c.fetch_sub(1, Ordering::AcqRel);
             });
         if let Err(e) = spawned {
-            open.fetch_sub(1, Ordering::AcqRel);
             tracing::warn!(error = %e, "cannot start a connection thread");
         }
     }
     Ok(())
 }
 
-fn refuse_busy(mut stream: TcpStream, limits: Limits) {
+/// One connection counted as open until dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(open: &Arc<AtomicUsize>) -> Slot {
+        open.fetch_add(1, Ordering::AcqRel);
+        Slot(Arc::clone(open))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn refuse_busy(stream: TcpStream, limits: Limits) {
     let _ = stream.set_write_timeout(Some(limits.idle));
+    let Ok(mut out) = stream.try_clone() else {
+        return;
+    };
     let r = Response::error(503, "too many connections; retry later");
-    let _ = write_response(&mut stream, &r, true, true);
+    if write_response(&mut out, &r, true, false).is_ok() {
+        drain(&mut BufReader::new(Timed {
+            stream,
+            deadline: None,
+        }));
+    }
 }
 
 /// Why a request could not be read: answered with `status` and the connection closed.
@@ -135,7 +161,9 @@ fn connection(stream: TcpStream, limits: Limits, handler: &Handler) -> io::Resul
             Ok(None) => return Ok(()),
             Err(r) => {
                 let resp = Response::error(r.status, &r.message);
-                return write_response(&mut out, &resp, true, false);
+                write_response(&mut out, &resp, true, false)?;
+                drain(&mut input);
+                return Ok(());
             }
         };
         let body = match read_body(&mut input, &mut out, &head, limits) {
@@ -280,10 +308,15 @@ fn read_head(input: &mut BufReader<Timed>, limits: Limits) -> Result<Option<Head
         let Some((name, value)) = line.split_once(':') else {
             return Err(refusal(400, format!("malformed header line {line:?}")));
         };
+        // A name is a token: no space before the colon, no line folded onto the one before
+        // (RFC 9112 §5.1, §5.2), either of which a proxy could read differently.
+        if name.is_empty() || !name.bytes().all(is_token_byte) {
+            return Err(refusal(400, format!("malformed header name in {line:?}")));
+        }
         let value = value.trim();
         match name.to_ascii_lowercase().as_str() {
             "content-length" => {
-                let n: u64 = value.parse().map_err(|_| {
+                let n = digits(value, 10).ok_or_else(|| {
                     refusal(400, format!("Content-Length {value:?} is not a number"))
                 })?;
                 if head.length.is_some_and(|m| m != n) {
@@ -383,8 +416,8 @@ fn read_body(
             let line = read_line(input, &mut budget)?
                 .ok_or_else(|| refusal(400, "the chunked body ended before its last chunk"))?;
             let size = line.split(';').next().unwrap_or("").trim();
-            let size = u64::from_str_radix(size, 16)
-                .map_err(|_| refusal(400, format!("malformed chunk size {size:?}")))?;
+            let size = digits(size, 16)
+                .ok_or_else(|| refusal(400, format!("malformed chunk size {size:?}")))?;
             if size == 0 {
                 // Trailer fields, up to the blank line.
                 while !read_line(input, &mut budget)?
@@ -448,6 +481,19 @@ fn drain(input: &mut BufReader<Timed>) {
             Ok(_) => {}
         }
     }
+}
+
+/// A number of only `radix` digits (no sign, no space: framing two readers must agree on).
+fn digits(s: &str, radix: u32) -> Option<u64> {
+    if s.is_empty() || !s.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    u64::from_str_radix(s, radix).ok()
+}
+
+/// RFC 9110's `tchar`.
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 fn is_timeout(e: &io::Error) -> bool {

@@ -98,8 +98,8 @@ const LIMITS: Limits = Limits {
     idle: Duration::from_secs(30),
     request: Duration::from_secs(120),
     head_bytes: 8 << 10,
-    body_bytes: 64 << 20,
-    connections: 256,
+    body_bytes: 16 << 20,
+    connections: 128,
 };
 
 enum Access {
@@ -111,7 +111,9 @@ enum Access {
 
 struct Server {
     access: Access,
-    connect_configs: Option<String>,
+    /// What the config topic said for the request being answered (read before the server's
+    /// lock is taken: a slow broker delays that request, not every other).
+    cluster_now: Option<std::result::Result<Cluster, String>>,
     shown_url: String,
     wal_dirs: Vec<PathBuf>,
     known: BTreeSet<String>,
@@ -193,21 +195,31 @@ impl Server {
         Ok(self.known.contains(name) || !store.partitions(name)?.is_empty())
     }
 
-    /// The connectors Connect's config topic holds, read now (`--connect-configs`).
+    /// The connectors Connect's config topic holds (`--connect-configs`), as read for this
+    /// request.
     fn cluster(&self) -> std::result::Result<Option<Cluster>, Reply> {
-        let Some(url) = &self.connect_configs else {
-            return Ok(None);
-        };
-        read_connect_configs(url)
-            .map(Some)
-            .map_err(|e| Reply::error(500, &format!("cannot read Connect's config topic: {e}")))
+        match &self.cluster_now {
+            None => Ok(None),
+            Some(Ok(c)) => Ok(Some(c.clone())),
+            Some(Err(e)) => Err(Reply::error(
+                500,
+                &format!("cannot read Connect's config topic: {e}"),
+            )),
+        }
     }
 
     fn not_found(name: &str) -> Reply {
         Reply::error(404, &format!("Connector {name} not found"))
     }
 
-    fn handle(&mut self, method: &str, path: &str, body: Option<Vec<u8>>) -> Reply {
+    /// Answers one request; `media` is the 415 its body's declared type earns a `PATCH`.
+    fn handle(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        media: Option<Reply>,
+    ) -> Reply {
         let segments: Option<Vec<String>> = path
             .split('?')
             .next()
@@ -237,6 +249,9 @@ impl Server {
             ("GET", ["connectors", name, "offsets"]) => self.get_offsets(name),
             ("GET", ["connectors", name, "offsets", "history"]) => self.get_history(name),
             ("PATCH", ["connectors", name, "offsets"]) => {
+                if let Some(r) = media {
+                    return r;
+                }
                 let name = name.to_string();
                 self.alter_offsets(&name, body.unwrap_or_default())
             }
@@ -506,6 +521,7 @@ impl Server {
 
 /// What Connect's config topic says of its connectors: each configured one, and whether it is
 /// stopped.
+#[derive(Clone)]
 struct Cluster(BTreeMap<String, bool>);
 
 impl Cluster {
@@ -604,23 +620,27 @@ pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
         let _ = out.flush();
     }
     eprintln!("serving Kafka Connect's offsets API over {shown_url}");
+    let configs_url = a.connect_configs;
     let server = Mutex::new(Server {
         access,
         shown_url,
-        connect_configs: a.connect_configs,
+        cluster_now: None,
         wal_dirs: a.wal_dir,
         known: a.connector.into_iter().collect(),
         metrics,
     });
     let handler = move |request: Request| {
-        let reply = match unsupported_media(&request) {
-            Some(reply) => reply,
-            None => {
-                let mut server = server.lock().unwrap_or_else(|p| p.into_inner());
-                let body = matches!(request.method.as_str(), "PATCH" | "POST" | "PUT")
-                    .then_some(request.body);
-                server.handle(&request.method, &request.target, body)
-            }
+        let cluster_now = configs_url
+            .as_deref()
+            .filter(|_| request.target.contains("/connectors"))
+            .map(|url| read_connect_configs(url).map_err(|e| e.to_string()));
+        let reply = {
+            let mut server = server.lock().unwrap_or_else(|p| p.into_inner());
+            server.cluster_now = cluster_now;
+            let media = unsupported_media(&request);
+            let body =
+                matches!(request.method.as_str(), "PATCH" | "POST" | "PUT").then_some(request.body);
+            server.handle(&request.method, &request.target, body, media)
         };
         ::metrics::counter!("connect_offsets_http_requests_total", "method" => request.method.clone(),
             "status" => reply.status.to_string())
