@@ -510,3 +510,39 @@ fn a_task_on_a_pair_commits_to_the_connectors_topic() {
         Some(pos(5))
     );
 }
+
+/// A task's commit whose reset cannot reach the worker topic fails whole: the records it sent in
+/// the open transaction are aborted, not committed by the next commit.
+#[test]
+fn a_task_commit_whose_worker_topic_tombstone_fails_writes_nothing() {
+    use connect_offsets::store::fault::FailMidway;
+
+    let global = global_with(&[(key("files", "old.log"), pos(7))]);
+    let primary = TopicGuard::new("pair-task-fail");
+    let data = TopicGuard::new("pair-task-fail-data");
+    drop(KafkaStore::open(&url(&data, 1, "")).unwrap());
+    let builder = |u: &str| KafkaStoreBuilder::from_url(&StoreUrl::parse(u).unwrap()).unwrap();
+    let fault = Arc::new(FailMidway::new(0));
+    let pair = KafkaPairStore::open(
+        builder(&url(&primary, 3, "&exactly.once.id=pair-task-fail-0")),
+        builder(&url(&global, 5, "")).fault(fault.clone()),
+    )
+    .unwrap();
+    let mut task = pair.task_producer().unwrap();
+    task.send(&data, Some(b"a"), Some(b"lost line")).unwrap();
+    assert!(task.commit([(key("files", "old.log"), None)]).is_err());
+    assert!(fault.fired());
+    task.send(&data, Some(b"a"), Some(b"kept line")).unwrap();
+    task.commit([(key("files", "new.log"), Some(pos(1)))])
+        .unwrap();
+    let lines: Vec<Vec<u8>> = read_all(&data, "read_committed")
+        .into_iter()
+        .filter_map(|r| r.value)
+        .collect();
+    assert_eq!(
+        lines,
+        vec![b"kept line".to_vec()],
+        "the failed commit's record was written"
+    );
+    assert_eq!(pair.get(&key("files", "old.log")).unwrap(), Some(pos(7)));
+}

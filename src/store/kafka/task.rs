@@ -232,8 +232,15 @@ impl<'s> TaskProducer<'s> {
                 .filter(|(_, v)| v.is_none())
                 .map(|(k, _)| (k.clone(), None))
                 .collect();
-            if !resets.is_empty() {
-                fallback.apply(&Batch::new("", 0, resets))?;
+            if !resets.is_empty()
+                && let Err(e) = fallback.apply(&Batch::new("", 0, resets))
+            {
+                // As after any failure but an encoding one: nothing sent since the last commit
+                // is written.
+                return Err(match self.phase {
+                    Phase::Open => self.abort_after(e),
+                    _ => e,
+                });
             }
         }
         self.open()?;
