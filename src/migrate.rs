@@ -169,11 +169,18 @@ pub fn migrate(
             .filter(|(w, _)| !w.is_empty())
             .collect(),
     };
-    // Asked before anything is written: a destination that keeps no writer sequence takes the
-    // offsets without them, rather than failing once they are written.
+    // Asked before anything is written: a destination that keeps no writer sequence (a consumer
+    // group) takes the offsets without them, rather than failing once they are written. Any
+    // other error of the question fails the migration.
     if let Some((w, _)) = writers.first()
         && let Err(e) = to.applied_seq(w)
     {
+        if to.kind() != "kafka-group" {
+            return Err(e.context(format!(
+                "reading writer `{w}`'s applied seq in the {} store (nothing was written)",
+                to.kind()
+            )));
+        }
         report.writers_skipped = Some(e.to_string());
     }
     for c in &connectors {

@@ -276,7 +276,7 @@ fn migrate_dry_run_then_for_real_then_nothing_left() {
     let out = ok(&cli(&["migrate", "--from", &a, "--to", &b, "--json"]));
     assert!(
         out.starts_with(
-            r#"{"dry_run":false,"verified":true,"connectors":[{"name":"file-source","added":1,"changed":1,"removed":1,"unchanged":0},{"name":"orders-sink","added":1,"changed":0,"removed":0,"unchanged":0}],"writers":[{"writer":"worker-1","from_seq":0,"to_seq":42}],"elapsed_s":"#
+            r#"{"dry_run":false,"verified":true,"connectors":[{"name":"file-source","added":1,"changed":1,"removed":1,"unchanged":0},{"name":"orders-sink","added":1,"changed":0,"removed":0,"unchanged":0}],"writers":[{"writer":"worker-1","from_seq":0,"to_seq":42}],"writers_skipped":null,"elapsed_s":"#
         ),
         "{out}"
     );
