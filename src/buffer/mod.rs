@@ -448,7 +448,7 @@ impl Drop for CommitBuffer {
 }
 
 /// Runs a buffer thread's loop; a panic in it poisons the buffer with its message, so that
-/// committers and `close` get that error at once, not a timeout after it.
+/// committers get that error at once, not a timeout after it.
 fn poison_on_panic(shared: &Shared, thread: &str, run: impl FnOnce()) {
     if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
         let message = panic

@@ -155,7 +155,8 @@ impl ConnectConfigs {
                 (Some(_), None) => {}
             }
         } else if let Some(name) = key.strip_prefix("commit-")
-            && self.configured.contains(name)
+            // Not only for a connector configured before it: compaction may leave a connector's
+            // config after its task commit.
             && let Some(Value::Int(n)) = map().and_then(|m| m.get("tasks").cloned())
         {
             self.tasks.insert(name.to_string(), n);
