@@ -242,17 +242,24 @@ impl KafkaPairStore {
         if batch.seq != 0 && batch.seq <= self.primary.applied_seq(&batch.writer)? {
             return Ok(());
         }
-        let resets: Vec<_> = batch
-            .entries
-            .iter()
-            .filter(|(_, v)| v.is_none())
-            .map(|(k, _)| (k.clone(), None))
-            .collect();
-        if !resets.is_empty() {
-            self.fallback.apply(&Batch::new("", 0, resets))?;
-        }
+        tombstone_resets(&self.fallback, batch)?;
         write(batch)
     }
+}
+
+/// Tombstones `batch`'s resets in the worker topic `fallback` (unsequenced: nobody claims a
+/// writer there), before they go to the connector's topic (KAFKA-15018).
+pub(super) fn tombstone_resets(fallback: &KafkaStore, batch: &Batch) -> Result<()> {
+    let resets: Vec<_> = batch
+        .entries
+        .iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(k, _)| (k.clone(), None))
+        .collect();
+    if resets.is_empty() {
+        return Ok(());
+    }
+    fallback.apply(&Batch::new("", 0, resets))
 }
 
 #[cfg(test)]

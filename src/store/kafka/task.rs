@@ -22,7 +22,6 @@ use rdkafka::producer::BaseRecord;
 use super::KafkaStore;
 use super::write::{self, Failure, TxnProducer};
 use crate::model::{Batch, OffsetKey};
-use crate::store::OffsetStore;
 use crate::{Error, Offset, Result};
 
 /// The `transactional.id` of one source task.
@@ -226,15 +225,7 @@ impl<'s> TaskProducer<'s> {
             // KAFKA-15018: a tombstone in the connector's topic alone lets the worker topic's
             // older offset show through again. Written first (and not undone if the
             // transaction then fails: the partition is reset in either case a reader sees).
-            let resets: Vec<_> = batch
-                .entries
-                .iter()
-                .filter(|(_, v)| v.is_none())
-                .map(|(k, _)| (k.clone(), None))
-                .collect();
-            if !resets.is_empty()
-                && let Err(e) = fallback.apply(&Batch::new("", 0, resets))
-            {
+            if let Err(e) = super::pair::tombstone_resets(fallback, &batch) {
                 // As after any failure but an encoding one: nothing sent since the last commit
                 // is written.
                 return Err(match self.phase {
