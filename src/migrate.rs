@@ -82,12 +82,15 @@ pub fn plan(
     };
     let mut entries = Vec::new();
     for (k, o) in &source {
-        match dest_by_key.remove(k) {
+        // Matched as the destination will list it (a consumer group's partition numbers).
+        let stored = to.as_stored(k, o)?;
+        let (sk, so) = stored.as_ref().map_or((k, o), |(k, o)| (k, o));
+        match dest_by_key.remove(sk) {
             None => {
                 changes.added += 1;
                 entries.push((k.clone(), Some(o.clone())));
             }
-            Some(d) if !same_offset(o, d) => {
+            Some(d) if !same_offset(so, d) => {
                 changes.changed += 1;
                 entries.push((k.clone(), Some(o.clone())));
             }

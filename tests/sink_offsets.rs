@@ -489,6 +489,40 @@ fn export_import_and_migrate_between_groups_and_a_commit_buffer_is_refused() {
         BTreeMap::from([(0, 4)])
     );
 
+    // Partition numbers and positions spelled as strings (Connect takes them) are matched as the
+    // group keeps them: the migration verifies, and running it again changes nothing.
+    let spelled = dir.path().join("spelled");
+    {
+        let src = connect_offsets::store::rocksdb::RocksDbStore::open(&spelled).unwrap();
+        let k = OffsetKey::new(
+            &name,
+            Partition::new()
+                .with("kafka_topic", &*t)
+                .with("kafka_partition", "1"),
+        );
+        src.set(k, Offset::new().with("kafka_offset", "7")).unwrap();
+    }
+    let fifth = format!(
+        "kafka-group://{}/?group=fifth-{{connector}}&timeout.ms=300000",
+        bootstrap()
+    );
+    let from = format!("rocksdb://{}", spelled.display());
+    let out = cli(&["migrate", "--from", &from, "--to", &fifth, "--json"]);
+    assert!(out.contains(r#""added":1"#), "{out}");
+    assert_eq!(
+        committed(&format!("fifth-{name}"), &t, 2),
+        BTreeMap::from([(1, 7)])
+    );
+    let again = cli(&["migrate", "--from", &from, "--to", &fifth, "--json"]);
+    assert!(
+        again.contains(r#""unchanged":1"#) && again.contains(r#""added":0"#),
+        "{again}"
+    );
+    assert_eq!(
+        committed(&format!("fifth-{name}"), &t, 2),
+        BTreeMap::from([(1, 7)])
+    );
+
     // A commit buffer needs a writer seq the group cannot keep: refused at open, saying so.
     let store: std::sync::Arc<dyn OffsetStore> =
         std::sync::Arc::new(KafkaGroupStore::open(&url()).unwrap());

@@ -368,6 +368,9 @@ impl OffsetStore for HistoryStore {
     fn admit(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
         self.inner.admit(writer, key, offset)
     }
+    fn as_stored(&self, key: &OffsetKey, offset: &Offset) -> Result<Option<(OffsetKey, Offset)>> {
+        self.inner.as_stored(key, offset)
+    }
     fn applied_seq(&self, writer: &str) -> Result<u64> {
         self.inner.applied_seq(writer)
     }

@@ -119,6 +119,15 @@ pub trait OffsetStore: Send + Sync + fmt::Debug {
         Ok(())
     }
 
+    /// The key and offset [`partitions`](Self::partitions) lists once `(key, offset)` is written,
+    /// when they differ from what was given (`None`: as given, in most stores). A consumer group
+    /// keeps a sink's topic partition and position as numbers, so `"kafka_partition":"3"` reads
+    /// back as `3`. Fails on an entry the store cannot take, naming it.
+    fn as_stored(&self, key: &OffsetKey, offset: &Offset) -> Result<Option<(OffsetKey, Offset)>> {
+        let _ = (key, offset);
+        Ok(None)
+    }
+
     /// The highest `seq` applied for `writer`, 0 when none.
     fn applied_seq(&self, writer: &str) -> Result<u64>;
 
@@ -187,6 +196,7 @@ macro_rules! forward_store {
             fn apply_encoded(&self, batch: &Batch, encoded: Encoded) -> Result<()> { (**self).apply_encoded(batch, encoded) }
             fn frozen(&self) -> Result<FrozenState> { (**self).frozen() }
             fn admit(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> { (**self).admit(writer, key, offset) }
+            fn as_stored(&self, key: &OffsetKey, offset: &Offset) -> Result<Option<(OffsetKey, Offset)>> { (**self).as_stored(key, offset) }
             fn applied_seq(&self, writer: &str) -> Result<u64> { (**self).applied_seq(writer) }
             fn writers(&self) -> Result<Vec<(String, u64)>> { (**self).writers() }
             fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> { (**self).get(key) }

@@ -651,6 +651,12 @@ impl OffsetStore for KafkaGroupStore {
         Ok(())
     }
 
+    fn as_stored(&self, key: &OffsetKey, offset: &Offset) -> Result<Option<(OffsetKey, Offset)>> {
+        let tp = entry::parse_key(key)?;
+        let position = entry::parse_offset(key, offset)?;
+        Ok(Some((tp.key(key.namespace()), entry::offset_of(position))))
+    }
+
     fn applied_seq(&self, writer: &str) -> Result<u64> {
         Err(Error::State(format!(
             "the kafka-group store keeps no applied seq (asked for writer `{writer}`): a consumer group records no writer sequence, so a commit buffer cannot run over it; a sink task commits its position through its own consumer"
