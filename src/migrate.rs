@@ -25,6 +25,9 @@ pub struct MigrateOptions {
     pub connector: Option<String>,
     /// Compute and report the changes without writing anything.
     pub dry_run: bool,
+    /// Migrate even when the source holds no offsets (of the connector, or at all) while the
+    /// destination does: that resets them there, which a mistyped source must not do unasked.
+    pub allow_empty_source: bool,
 }
 
 /// The changes one connector needs (or got).
@@ -160,6 +163,9 @@ pub fn migrate(
             all
         }
     };
+    if !options.allow_empty_source {
+        refuse_empty_source(from, to, options, &connectors)?;
+    }
     let mut report = MigrateReport {
         dry_run: options.dry_run,
         ..Default::default()
@@ -239,6 +245,51 @@ pub fn migrate(
     Ok(report)
 }
 
+/// Fails when the source holds no offsets (of `options.connector`, or none at all) and the
+/// destination holds some of `connectors`, which the migration would reset.
+fn refuse_empty_source(
+    from: &dyn OffsetStore,
+    to: &dyn OffsetStore,
+    options: &MigrateOptions,
+    connectors: &[String],
+) -> Result<()> {
+    let empty = match &options.connector {
+        Some(c) => from.partitions(c)?.is_empty(),
+        None => from
+            .namespaces()?
+            .iter()
+            .all(|c| c == crate::history::HISTORY_NAMESPACE),
+    };
+    if !empty {
+        return Ok(());
+    }
+    let mut held = Vec::new();
+    for c in connectors {
+        if c != crate::history::HISTORY_NAMESPACE && !to.partitions(c)?.is_empty() {
+            held.push(format!("`{c}`"));
+        }
+    }
+    if held.is_empty() {
+        return Ok(());
+    }
+    let what = match &options.connector {
+        Some(c) => format!("no offsets of connector `{c}`"),
+        None => "no offsets at all".to_string(),
+    };
+    Err(Error::Config(format!(
+        "the source ({} store) holds {what}: migrating would reset {} in the destination ({} \
+         store), so nothing was written. Check the source; to empty the destination, allow an \
+         empty source (--allow-empty-source)",
+        from.kind(),
+        if held.len() == 1 {
+            format!("connector {}", held[0])
+        } else {
+            format!("{} connectors ({})", held.len(), held.join(", "))
+        },
+        to.kind()
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,6 +337,44 @@ mod tests {
         assert_eq!(to.applied_seq("w").unwrap(), 7);
         let again = migrate(&from, &to, &MigrateOptions::default()).unwrap();
         assert!(again.connectors.iter().all(ConnectorChanges::is_empty));
+    }
+
+    #[test]
+    fn an_empty_source_resets_nothing_unless_allowed() {
+        let from = MemoryStore::new();
+        let to = MemoryStore::new();
+        to.write(vec![(key("a", 1), Some(Offset::new().with("pos", 1)))])
+            .unwrap();
+        for connector in [None, Some("a".to_string())] {
+            let options = MigrateOptions {
+                connector,
+                ..Default::default()
+            };
+            let e = migrate(&from, &to, &options).unwrap_err().to_string();
+            assert!(
+                e.contains("holds no offsets")
+                    && e.contains("`a`")
+                    && e.contains("--allow-empty-source"),
+                "{e}"
+            );
+            assert_eq!(to.all().unwrap().len(), 1, "written despite the refusal");
+        }
+        // Another connector of the source does not count as empty for this one.
+        from.write(vec![(key("b", 1), Some(Offset::new().with("pos", 1)))])
+            .unwrap();
+        let only_a = MigrateOptions {
+            connector: Some("a".into()),
+            ..Default::default()
+        };
+        assert!(migrate(&from, &to, &only_a).is_err());
+        let allowed = MigrateOptions {
+            connector: Some("a".into()),
+            allow_empty_source: true,
+            ..Default::default()
+        };
+        let done = migrate(&from, &to, &allowed).unwrap();
+        assert_eq!(done.connectors[0].removed, 1);
+        assert!(to.partitions("a").unwrap().is_empty());
     }
 
     #[test]

@@ -589,3 +589,131 @@ fn bad_once_ids_are_refused_before_anything_is_written() {
         "a refused id opened the store"
     );
 }
+
+#[test]
+fn a_store_that_is_not_there_is_refused_not_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("typo");
+    let typo_url = format!("rocksdb://{}", typo.display());
+    let part = r#"{"f":"a"}"#;
+    let reads: [&[&str]; 6] = [
+        &["connectors", "--store", &typo_url],
+        &["list", "--store", &typo_url, "--connector", "c"],
+        &[
+            "get",
+            "--store",
+            &typo_url,
+            "--connector",
+            "c",
+            "--partition",
+            part,
+        ],
+        &["export", "--store", &typo_url],
+        &["reset", "--store", &typo_url, "--connector", "c", "--all"],
+        &[
+            "expire",
+            "--store",
+            &typo_url,
+            "--connector",
+            "c",
+            "--older-than",
+            "1d",
+        ],
+    ];
+    for args in reads {
+        let out = cli(args);
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(
+            err.contains("no store at")
+                && err.contains("does not exist")
+                && err.contains(&typo_url),
+            "{args:?}: {err}"
+        );
+        assert!(!typo.exists(), "{args:?} created {}", typo.display());
+    }
+    // A directory that holds no store is not made one.
+    let plain = dir.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let out = cli(&[
+        "list",
+        "--store",
+        &format!("rocksdb://{}", plain.display()),
+        "--connector",
+        "c",
+    ]);
+    assert!(
+        text(&out.stderr).contains("holds no RocksDB store"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_dir(&plain).unwrap().count(),
+        0,
+        "files written into it"
+    );
+
+    // A mistyped source does not empty the destination through `migrate`, nor does an empty one
+    // unless asked to.
+    let real = format!("rocksdb://{}", dir.path().join("real").display());
+    let set = cli(&[
+        "set",
+        "--store",
+        &real,
+        "--connector",
+        "c",
+        "--partition",
+        part,
+        "--offset",
+        r#"{"p":1}"#,
+    ]);
+    assert!(set.status.success(), "{}", text(&set.stderr));
+    let out = cli(&["migrate", "--from", &typo_url, "--to", &real]);
+    assert!(
+        !out.status.success() && text(&out.stderr).contains("no store at"),
+        "{}",
+        text(&out.stderr)
+    );
+    let empty = dir.path().join("empty");
+    drop(connect_offsets::store::rocksdb::RocksDbStore::open(&empty).unwrap());
+    let empty_url = format!("rocksdb://{}", empty.display());
+    let out = cli(&["migrate", "--from", &empty_url, "--to", &real]);
+    let err = text(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("holds no offsets at all") && err.contains("`c`"),
+        "{err}"
+    );
+    let kept = cli(&[
+        "get",
+        "--store",
+        &real,
+        "--connector",
+        "c",
+        "--partition",
+        part,
+    ]);
+    assert!(
+        text(&kept.stdout).contains(r#""p":1"#),
+        "{}",
+        text(&kept.stderr)
+    );
+    let out = cli(&[
+        "migrate",
+        "--from",
+        &empty_url,
+        "--to",
+        &real,
+        "--allow-empty-source",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let gone = cli(&[
+        "get",
+        "--store",
+        &real,
+        "--connector",
+        "c",
+        "--partition",
+        part,
+    ]);
+    assert_eq!(gone.status.code(), Some(3));
+}

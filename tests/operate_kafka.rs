@@ -182,6 +182,27 @@ fn cli_commands_on_kafka() {
         .trim(),
         r#"{"offsets":[{"partition":{"kafka_topic":"t","kafka_partition":0},"offset":{"kafka_offset":5}}]}"#
     );
+    // A mistyped topic is refused by the commands that read, and not created by them.
+    let typo = kafka_util::url(&format!("{topic}-typo"), 5, "");
+    let before = ok(&cli(&["export", "--store", &db]));
+    for args in [
+        vec!["export", "--store", &typo],
+        vec!["migrate", "--from", &typo, "--to", &db],
+    ] {
+        let out = cli(&args);
+        let err = text(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("does not exist") && err.contains("-typo"),
+            "{args:?}: {err}"
+        );
+    }
+    let out = cli(&["connectors", "--store", &typo]);
+    assert!(!out.status.success(), "the first refusal created the topic");
+    assert_eq!(
+        ok(&cli(&["export", "--store", &db])),
+        before,
+        "the refused migration changed its destination"
+    );
 }
 
 #[test]

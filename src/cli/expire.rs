@@ -8,7 +8,7 @@ use connect_offsets::codec::json;
 use connect_offsets::connector_offsets::encode_entry;
 use connect_offsets::expire::{self, ExpirePlan, format_duration, parse_duration};
 
-use super::{StoreArg, open, print, quoted};
+use super::{StoreArg, open_existing, print, quoted};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ExpireArgs {
@@ -30,7 +30,7 @@ pub(crate) struct ExpireArgs {
 }
 
 pub(crate) fn run(a: ExpireArgs) -> Result<ExitCode> {
-    let store = open(&a.store)?;
+    let store = open_existing(&a.store)?;
     let plan = expire::plan(&*store, &a.connector, a.older_than, expire::now_ms())?;
     let n = if a.dry_run {
         plan.stale.len()

@@ -9,7 +9,7 @@ use connect_offsets::history::{
 use connect_offsets::store::{OffsetStoreExt, StoreUrl};
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Result};
 
-use super::{StoreArg, open, parse_key, print, quoted};
+use super::{StoreArg, open_existing, parse_key, print, quoted};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct HistoryArgs {
@@ -122,7 +122,7 @@ pub(crate) fn show(a: HistoryArgs) -> Result<ExitCode> {
         .map(time::parse_rfc3339)
         .transpose()
         .map_err(|e| e.context("--since"))?;
-    let store = open(&a.store)?;
+    let store = open_existing(&a.store)?;
     let h = history::read(&*store, &a.connector)?;
     if h.changes.is_empty() && store.partitions(&a.connector)?.is_empty() {
         return Err(connect_offsets::Error::Input(format!(
@@ -183,7 +183,7 @@ pub(crate) fn rewind(a: RewindArgs) -> Result<ExitCode> {
         .as_deref()
         .map(|p| parse_key(&a.connector, p))
         .transpose()?;
-    let store = open(&a.store)?;
+    let store = open_existing(&a.store)?;
     // The rewind is a move too: recorded even when the URL names no retention, or later rewinds
     // across it would work back from offsets history never saw.
     let store: Box<dyn OffsetStore> = if StoreUrl::parse(&a.store.store)?

@@ -193,6 +193,12 @@ pub(crate) fn open(store: &StoreArg) -> connect_offsets::Result<Box<dyn OffsetSt
     connect_offsets::open(&store.url())
 }
 
+/// The store of a command that reads or changes what is there: one that does not exist (a
+/// mistyped path or topic) is refused, not created empty.
+pub(crate) fn open_existing(store: &StoreArg) -> connect_offsets::Result<Box<dyn OffsetStore>> {
+    connect_offsets::open_existing(&store.url())
+}
+
 /// Parses a `--partition` argument: a JSON object or `null`.
 pub(crate) fn parse_key(connector: &str, partition: &str) -> connect_offsets::Result<OffsetKey> {
     match json::parse(partition.as_bytes()) {

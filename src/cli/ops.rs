@@ -13,7 +13,7 @@ use connect_offsets::wal::frame::FrameKind;
 use connect_offsets::wal::inspect;
 use connect_offsets::{Error, OffsetKey, OffsetStore, Result};
 
-use super::{NOT_FOUND, StoreArg, open, parse_key, parse_offset, print, quoted};
+use super::{NOT_FOUND, StoreArg, open, open_existing, parse_key, parse_offset, print, quoted};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ConnectorsArgs {
@@ -131,6 +131,10 @@ pub(crate) struct MigrateArgs {
     /// Print what would change and write nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Migrate even when the source holds no offsets (of the connector, or at all): resets the
+    /// destination's. Without it such a migration is refused, as a mistyped source would be.
+    #[arg(long)]
+    allow_empty_source: bool,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
@@ -155,7 +159,7 @@ pub(crate) struct LagArgs {
 }
 
 pub(crate) fn connectors(a: ConnectorsArgs) -> Result<ExitCode> {
-    let store = open(&a.store)?;
+    let store = open_existing(&a.store)?;
     // The crate's own records (override markers, history, alarms) are offsets, not a connector
     // (`list` still shows them).
     let mut names = store.namespaces()?;
@@ -172,7 +176,7 @@ pub(crate) fn connectors(a: ConnectorsArgs) -> Result<ExitCode> {
 }
 
 pub(crate) fn list(a: ListArgs) -> Result<ExitCode> {
-    let store = open(&a.store)?;
+    let store = open_existing(&a.store)?;
     let doc = ConnectorOffsets::from_stored(&store.partitions(&a.connector)?);
     print(doc.to_json().as_bytes())?;
     Ok(ExitCode::SUCCESS)
@@ -180,7 +184,7 @@ pub(crate) fn list(a: ListArgs) -> Result<ExitCode> {
 
 pub(crate) fn get(a: GetArgs) -> Result<ExitCode> {
     let key = parse_key(&a.connector, &a.partition)?;
-    let store = open(&a.store)?;
+    let store = open_existing(&a.store)?;
     let offset = store.get(&key)?;
     let mut out = Vec::new();
     encode_entry(key.partition(), offset.as_ref(), &mut out);
@@ -207,7 +211,7 @@ pub(crate) fn reset(a: ResetArgs) -> Result<ExitCode> {
     if let Some(id) = &a.once {
         once::validate_id(id)?;
     }
-    let store = open(&a.store)?;
+    let store = open_existing(&a.store)?;
     if let Some(id) = &a.once
         && already_applied(&*store, id)?
     {
@@ -281,7 +285,7 @@ pub(crate) fn export_bytes(store: &dyn OffsetStore, connector: Option<&str>) -> 
 }
 
 pub(crate) fn export(a: ExportArgs) -> Result<ExitCode> {
-    let store = open(&a.store)?;
+    let store = open_existing(&a.store)?;
     let out = export_bytes(&*store, a.connector.as_deref())?;
     match &a.output {
         Some(path) => {
@@ -460,11 +464,12 @@ pub(crate) fn migrate(a: MigrateArgs) -> Result<ExitCode> {
         )));
     }
     let started = Instant::now();
-    let from = connect_offsets::open(&a.from)?;
+    let from = connect_offsets::open_existing(&a.from)?;
     let to = connect_offsets::open(&a.to)?;
     let options = MigrateOptions {
         connector: a.connector.clone(),
         dry_run: a.dry_run,
+        allow_empty_source: a.allow_empty_source,
     };
     let report = connect_offsets::migrate::migrate(&*from, &*to, &options)?;
     let elapsed = started.elapsed().as_secs_f64();
@@ -518,7 +523,7 @@ fn is_sink_partition(key: &OffsetKey) -> bool {
 }
 
 pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
-    let store = open(&a.store)?;
+    let store = open_existing(&a.store)?;
     struct Row {
         connector: String,
         partitions: usize,

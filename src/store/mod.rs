@@ -29,7 +29,7 @@ pub mod url;
 
 pub use fault::ApplyFault;
 pub use memory::MemoryStore;
-pub use url::{StoreUrl, open};
+pub use url::{StoreUrl, open, open_existing};
 
 /// A place offsets live. Implementations must make [`apply`](Self::apply):
 ///

@@ -216,6 +216,24 @@ impl StoreUrl {
 /// # Ok::<(), connect_offsets::Error>(())
 /// ```
 pub fn open(raw: &str) -> Result<Box<dyn OffsetStore>> {
+    open_as(raw, Create::Yes)
+}
+
+/// Opens the store at `raw` as [`open`] does, but only if it exists: a RocksDB directory holding a
+/// store, a Kafka topic that is there. For commands that read or change what is stored: a
+/// mistyped path or topic is refused, naming it, instead of read as a new empty store.
+pub fn open_existing(raw: &str) -> Result<Box<dyn OffsetStore>> {
+    open_as(raw, Create::No)
+}
+
+/// Whether opening creates a store that is not there.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Create {
+    Yes,
+    No,
+}
+
+fn open_as(raw: &str, create: Create) -> Result<Box<dyn OffsetStore>> {
     let mut url = StoreUrl::parse(raw)?;
     // The scheme first: an unknown one is the error to report, whatever its parameters say.
     if !SCHEMES.contains(&url.scheme.as_str()) {
@@ -227,14 +245,14 @@ pub fn open(raw: &str) -> Result<Box<dyn OffsetStore>> {
             "history is not available on kafka-group:// (a consumer group holds committed offsets only)",
         ));
     }
-    let store = open_backend(&url)?;
+    let store = open_backend(&url, create)?;
     Ok(match history {
         Some(config) => Box::new(crate::history::HistoryStore::open(store, config)?),
         None => store,
     })
 }
 
-fn open_backend(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
+fn open_backend(url: &StoreUrl, create: Create) -> Result<Box<dyn OffsetStore>> {
     match url.scheme.as_str() {
         "memory" => {
             url.refuse_load_policy()?;
@@ -244,8 +262,8 @@ fn open_backend(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
             }
             Ok(Box::new(super::MemoryStore::new()))
         }
-        "rocksdb" => open_rocksdb(url),
-        "kafka" => open_kafka(url),
+        "rocksdb" => open_rocksdb(url, create),
+        "kafka" => open_kafka(url, create),
         "kafka-group" => open_kafka_group(url),
         _ => Err(unknown_scheme(url)),
     }
@@ -263,13 +281,30 @@ fn unknown_scheme(url: &StoreUrl) -> Error {
 }
 
 #[cfg(feature = "rocksdb")]
-fn open_rocksdb(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
+fn open_rocksdb(url: &StoreUrl, create: Create) -> Result<Box<dyn OffsetStore>> {
     url.refuse_load_policy()?;
     url.only_params(&["sync"])?;
     if url.location.is_empty() {
         return Err(
             url.error("no directory: use rocksdb:///absolute/path or rocksdb://relative/path")
         );
+    }
+    // RocksDB names its current manifest in `CURRENT`: a directory without one holds no store.
+    if create == Create::No
+        && !std::path::Path::new(&url.location)
+            .join("CURRENT")
+            .is_file()
+    {
+        let what = if std::path::Path::new(&url.location).is_dir() {
+            "holds no RocksDB store"
+        } else {
+            "does not exist"
+        };
+        return Err(Error::Config(format!(
+            "no store at rocksdb://{}: the directory {what} (this command does not create one; \
+             check the path)",
+            url.location
+        )));
     }
     let options = super::rocksdb::RocksDbOptions {
         sync: url.bool_param("sync", false)?,
@@ -281,7 +316,7 @@ fn open_rocksdb(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
 }
 
 #[cfg(not(feature = "rocksdb"))]
-fn open_rocksdb(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
+fn open_rocksdb(url: &StoreUrl, _: Create) -> Result<Box<dyn OffsetStore>> {
     Err(Error::FeatureDisabled {
         url: url.to_string(),
         feature: "rocksdb",
@@ -289,15 +324,22 @@ fn open_rocksdb(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
 }
 
 #[cfg(feature = "kafka")]
-fn open_kafka(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
+fn open_kafka(url: &StoreUrl, create: Create) -> Result<Box<dyn OffsetStore>> {
+    let must_exist = create == Create::No;
     if url.param(super::kafka::FALLBACK_TOPIC).is_some() {
-        return Ok(Box::new(super::kafka::KafkaPairStore::open_url(url)?));
+        return Ok(Box::new(super::kafka::KafkaPairStore::open_url_with(
+            url, must_exist,
+        )?));
     }
-    Ok(Box::new(super::kafka::KafkaStore::open_url(url)?))
+    Ok(Box::new(
+        super::kafka::KafkaStoreBuilder::from_url(url)?
+            .must_exist(must_exist)
+            .open()?,
+    ))
 }
 
 #[cfg(not(feature = "kafka"))]
-fn open_kafka(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
+fn open_kafka(url: &StoreUrl, _: Create) -> Result<Box<dyn OffsetStore>> {
     Err(Error::FeatureDisabled {
         url: url.to_string(),
         feature: "kafka",
@@ -312,7 +354,7 @@ fn open_kafka_group(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
 
 #[cfg(not(feature = "kafka"))]
 fn open_kafka_group(url: &StoreUrl) -> Result<Box<dyn OffsetStore>> {
-    open_kafka(url)
+    open_kafka(url, Create::Yes)
 }
 
 #[cfg(test)]

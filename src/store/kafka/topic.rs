@@ -37,8 +37,8 @@ pub(crate) fn ensure_topic(settings: &Settings, reader: &BaseConsumer<Ctx>) -> R
         Lookup::Partitions(n) => n,
         Lookup::Missing if settings.must_exist => {
             return Err(Error::Config(format!(
-                "kafka store: topic `{}` does not exist on {} (it is not created: it must be the \
-                 worker's existing offsets topic)",
+                "kafka store: topic `{}` does not exist on {} (it is not created here: check the \
+                 name)",
                 settings.topic, settings.bootstrap
             )));
         }
