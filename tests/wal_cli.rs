@@ -2,6 +2,7 @@
 #![cfg(feature = "cli")]
 
 mod cli_util;
+mod http_util;
 use cli_util::{cli, text};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -169,6 +170,44 @@ fn corruption_needs_quarantine_and_then_the_buffer_opens() {
     );
     assert_eq!(std::fs::read(&seg).unwrap(), bytes);
 
+    // What reads the log beside a store says so, instead of going by the intact frames alone
+    // (the corrupt one may be a batch the store lacks).
+    let db = tmp.path().join("db");
+    let db_url = format!("rocksdb://{}", db.display());
+    let set = cli(&[
+        "set",
+        "--store",
+        &db_url,
+        "--connector",
+        "files",
+        "--partition",
+        "null",
+        "--offset",
+        r#"{"p":1}"#,
+    ]);
+    assert!(set.status.success(), "{}", text(&set.stderr));
+    let out = cli(&[
+        "lag",
+        "--store",
+        &db_url,
+        "--wal-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("corrupt region"),
+        "{}",
+        text(&out.stderr)
+    );
+    let serve = http_util::Serve::start(&["--store", &db_url, "--wal-dir", dir.to_str().unwrap()]);
+    let (st, body) = http_util::request("DELETE", &serve.url("/connectors/files/offsets"), None);
+    assert_eq!(st, 409, "{body}");
+    assert!(
+        body.contains("corrupt region") && body.contains("wal repair"),
+        "{body}"
+    );
+    drop(serve);
+
     // A running writer holds the log (its LOCK): repair refuses.
     let copy = tmp.path().join("copy");
     std::fs::create_dir_all(&copy).unwrap();
@@ -192,6 +231,30 @@ fn corruption_needs_quarantine_and_then_the_buffer_opens() {
         text(&out.stderr)
     );
     drop(lock);
+
+    // A dead-letter file that is one of the log's own files would be replaced with it: refused.
+    let own = copy.join(seg.file_name().unwrap());
+    let before = std::fs::read(&own).unwrap();
+    let out = cli(&[
+        "wal",
+        "repair",
+        "--dir",
+        copy.to_str().unwrap(),
+        "--quarantine",
+        "--dead-letter",
+        own.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("one of the log's own files"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(&own).unwrap(),
+        before,
+        "the refused repair changed the log"
+    );
 
     // With --quarantine: the bad frame goes to the dead-letter file and out of the log.
     let out = cli(&[

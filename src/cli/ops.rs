@@ -561,6 +561,7 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
     }
     if let Some(dir) = &a.wal_dir {
         let scan = inspect::scan(dir)?;
+        scan.refuse_corrupt("the batches the store has not applied cannot be counted")?;
         let mut applied = std::collections::HashMap::new();
         for f in scan.frames() {
             if let (Some(w), Some(FrameKind::Batch)) = (&f.writer, f.kind)

@@ -413,6 +413,11 @@ impl Server {
     fn check_logs_applied(&self, store: &dyn OffsetStore) -> std::result::Result<(), Reply> {
         for dir in &self.wal_dirs {
             let scan = inspect::scan(dir).map_err(|e| Reply::error(500, &e.to_string()))?;
+            // A corrupt frame may be a batch the store has not applied.
+            scan.refuse_corrupt(
+                "whether it holds batches the store has not applied cannot be told",
+            )
+            .map_err(|e| Reply::error(409, &e.to_string()))?;
             let mut newest: std::collections::BTreeMap<&str, u64> = Default::default();
             for f in scan.frames() {
                 if let (Some(w), Some(s), Some(FrameKind::Batch)) = (&f.writer, f.seq, f.kind) {

@@ -120,6 +120,29 @@ impl LogScan {
             .collect()
     }
 
+    /// Fails on the first corrupt region, if any, naming it and how many there are (`what`: what
+    /// cannot be told because of them). Recovery refuses such a log: what the intact frames say
+    /// about it is not the whole story.
+    pub fn refuse_corrupt(&self, what: &str) -> Result<()> {
+        let corrupt = self.corrupt();
+        let Some(first) = corrupt.first() else {
+            return Ok(());
+        };
+        let FrameStatus::Corrupt(reason) = &first.status else {
+            unreachable!("corrupt() returns corrupt frames")
+        };
+        Err(Error::Corrupted {
+            file: first.file.clone(),
+            offset: first.offset,
+            reason: format!(
+                "{reason} ({} corrupt region(s) in the log {}: {what}; a writer refuses to open it \
+                 until `connect-offsets wal repair` deals with them)",
+                corrupt.len(),
+                self.dir.display()
+            ),
+        })
+    }
+
     /// Per writer, the seqs of intact batch frames as ranges `(first, last)` with no gap.
     pub fn seq_ranges(&self) -> Vec<(String, Vec<(u64, u64)>)> {
         let mut by_writer: std::collections::BTreeMap<String, BTreeSet<u64>> = Default::default();
@@ -266,6 +289,31 @@ impl RepairReport {
     }
 }
 
+/// Refuses a dead-letter file that is one of the log's own files: the repair replaces or removes
+/// those, and the bytes quarantined into it would go with it.
+fn refuse_log_file(dir: &Path, dead_letter: &Path) -> Result<()> {
+    let name = dead_letter
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    let parent = match dead_letter.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let same_dir = match (parent.canonicalize(), dir.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same_dir && super::is_log_file(name) {
+        return Err(Error::Config(format!(
+            "the dead-letter file {} is one of the log's own files: the repair replaces or removes \
+             it, and the quarantined bytes would be lost; name a file of another name",
+            dead_letter.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Repairs the log in `dir` (see the module docs). Fails with [`Error::Locked`] when a commit
 /// buffer holds the directory, and with [`Error::Corrupted`] naming the first corrupt region when
 /// there is one and no `quarantine` file was given (nothing is changed then, not even a torn tail).
@@ -290,6 +338,9 @@ pub fn repair_with(
                 _ => e,
             },
         ));
+    }
+    if let Some(dl) = quarantine {
+        refuse_log_file(dir, dl.path())?;
     }
     let _lock = fs.lock(dir).map_err(|e| match e.kind() {
         std::io::ErrorKind::WouldBlock => Error::Locked {

@@ -95,6 +95,15 @@ fn snapshot_name(generation: u64) -> String {
     format!("{generation:020}.snap")
 }
 
+/// Whether `name` is a file the log itself writes, replaces or removes: its lock, segments,
+/// snapshots and their temporary files.
+pub(crate) fn is_log_file(name: &str) -> bool {
+    name == "LOCK"
+        || parse_gen(name, ".wal").is_some()
+        || parse_gen(name, ".snap").is_some()
+        || is_own_temp(name)
+}
+
 /// Whether `name` is a temporary file of the log's own (an unfinished snapshot or repair).
 fn is_own_temp(name: &str) -> bool {
     [".snap.tmp", ".wal.repair.tmp"]
