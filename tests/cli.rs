@@ -717,3 +717,40 @@ fn a_store_that_is_not_there_is_refused_not_created() {
     ]);
     assert_eq!(gone.status.code(), Some(3));
 }
+
+/// A reader of stderr that left (`... 2>&1 | head -1`) loses the messages, not the exit code: the
+/// command neither panics (101) nor aborts (134).
+#[test]
+fn a_closed_stderr_keeps_the_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = dir.path().join("code");
+    let db = format!("rocksdb://{}", dir.path().join("db").display());
+    for (args, want) in [
+        ("connectors --store foo://x".to_string(), "1"),
+        (
+            format!("set --store {db} --connector c --partition null --offset '{{\"p\":1}}'"),
+            "0",
+        ),
+        (
+            format!("get --store {db} --connector c --partition '{{\"q\":1}}'"),
+            "3",
+        ),
+    ] {
+        // The pipe's reader (`:`) is gone by the time the command writes to it.
+        let script = format!(
+            "{{ sleep 0.3; {} {args} 2>&1 >/dev/null; echo $? >{}; }} | :",
+            env!("CARGO_BIN_EXE_connect-offsets"),
+            code.display()
+        );
+        let status = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        assert_eq!(
+            std::fs::read_to_string(&code).unwrap().trim(),
+            want,
+            "{args}"
+        );
+    }
+}

@@ -116,9 +116,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
         outcomes.push(run_one(&args, url)?);
     }
     if args.json {
-        println!("{}", to_json(&args, &outcomes));
+        super::print(to_json(&args, &outcomes).as_bytes())?;
     } else {
-        print_table(&args, &outcomes);
+        super::print(table(&args, &outcomes).as_bytes())?;
     }
     Ok(())
 }
@@ -376,8 +376,12 @@ fn ms(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64() * 1e3)
 }
 
-fn print_table(args: &BenchArgs, outs: &[Outcome]) {
-    println!(
+/// The human-readable results, one row per measure and a column per store.
+fn table(args: &BenchArgs, outs: &[Outcome]) -> String {
+    use std::fmt::Write as _;
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
         "workload: {} connector(s), {} partitions, {} offsets per commit, {} committer(s), durability {}",
         args.connectors, args.partitions, args.batch, args.committers, args.durability
     );
@@ -427,15 +431,18 @@ fn print_table(args: &BenchArgs, outs: &[Outcome]) {
         ));
     }
     for (name, f) in &rows {
-        print!("{name:<15}");
+        let _ = write!(t, "{name:<15}");
         for o in outs {
-            print!(" {:>16}", f(o));
+            let _ = write!(t, " {:>16}", f(o));
         }
-        println!();
+        t.push('\n');
     }
-    for o in outs {
-        println!("{:<15} {}", format!("url ({})", o.kind), o.url);
-    }
+    let urls: Vec<String> = outs
+        .iter()
+        .map(|o| format!("{:<15} {}", format!("url ({})", o.kind), o.url))
+        .collect();
+    t.push_str(&urls.join("\n"));
+    t
 }
 
 fn to_json(args: &BenchArgs, outs: &[Outcome]) -> String {

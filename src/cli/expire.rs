@@ -49,21 +49,21 @@ pub(crate) fn run(a: ExpireArgs) -> Result<ExitCode> {
     }
     let total = plan.stale.len() + plan.fresh + plan.untimed;
     let verb = if a.dry_run { "would reset" } else { "reset" };
-    eprintln!(
+    note!(
         "{verb} {n} of {total} partition{} of connector `{}` (not written for {})",
         if total == 1 { "" } else { "s" },
         a.connector,
         format_duration(a.older_than),
     );
     if plan.untimed > 0 {
-        eprintln!(
+        note!(
             "note: {} partition{} kept: no write time recorded (written before this version recorded them)",
             plan.untimed,
             if plan.untimed == 1 { "" } else { "s" },
         );
     }
     if a.dry_run {
-        eprintln!("dry run: nothing written");
+        note!("dry run: nothing written");
     }
     Ok(ExitCode::SUCCESS)
 }

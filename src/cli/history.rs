@@ -157,17 +157,17 @@ pub(crate) fn show(a: HistoryArgs) -> Result<ExitCode> {
         )?;
     }
     for why in &h.unreadable {
-        eprintln!("warning: a history record is left out: {why}");
+        note!("warning: a history record is left out: {why}");
     }
     match h.horizon_us {
-        Some(t) => eprintln!(
+        Some(t) => note!(
             "{} change{} of connector `{}`, newest first; rewinds reach back to {}",
             shown.len(),
             if shown.len() == 1 { "" } else { "s" },
             a.connector,
             time::format_rfc3339(t)
         ),
-        None => eprintln!(
+        None => note!(
             "the store holds no history (open it with `?{HISTORY_PARAM}=<retention>`, e.g. {HISTORY_PARAM}=7d)"
         ),
     }
@@ -206,15 +206,15 @@ pub(crate) fn rewind(a: RewindArgs) -> Result<ExitCode> {
         time::format_rfc3339(plan.at_us)
     );
     if a.dry_run {
-        eprintln!("dry run: would rewind {what}; nothing written");
+        note!("dry run: would rewind {what}; nothing written");
     } else if n == 0 {
-        eprintln!(
+        note!(
             "nothing to rewind: connector `{}` is where it was then",
             a.connector
         );
     } else {
         store.write(plan.entries())?;
-        eprintln!("rewound {what}");
+        note!("rewound {what}");
     }
     Ok(ExitCode::SUCCESS)
 }

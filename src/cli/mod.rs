@@ -20,6 +20,15 @@ use clap::{Parser, Subcommand};
 use connect_offsets::codec::json;
 use connect_offsets::{Error, Offset, OffsetKey, OffsetStore};
 
+/// `eprintln!` that never panics: a closed stderr (a pipe whose reader left) loses the message,
+/// not the command's result or exit code.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod bench;
 mod expire;
 mod history;
@@ -144,6 +153,9 @@ pub fn main() -> ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(ansi)
+        // Its report of a failed write is an `eprintln!`, which panics on a closed stderr (inside
+        // librdkafka's log callback: an abort).
+        .log_internal_errors(false)
         .init();
     let cli = Cli::parse();
     match run(cli.command) {
@@ -151,12 +163,12 @@ pub fn main() -> ExitCode {
         Err(e) => {
             // Errors name their cause in their own text too: print a cause only when it adds to it.
             let mut shown = e.to_string();
-            eprintln!("error: {shown}");
+            note!("error: {shown}");
             let mut source = std::error::Error::source(&e);
             while let Some(s) = source {
                 let text = s.to_string();
                 if !shown.contains(&text) {
-                    eprintln!("  caused by: {text}");
+                    note!("  caused by: {text}");
                     shown.push_str(&text);
                 }
                 source = s.source();

@@ -190,9 +190,10 @@ pub(crate) fn get(a: GetArgs) -> Result<ExitCode> {
     encode_entry(key.partition(), offset.as_ref(), &mut out);
     print(&out)?;
     if offset.is_none() {
-        eprintln!(
+        note!(
             "no offset stored for partition {} of connector `{}`",
-            a.partition, a.connector
+            a.partition,
+            a.connector
         );
         return Ok(ExitCode::from(NOT_FOUND));
     }
@@ -221,7 +222,7 @@ pub(crate) fn reset(a: ResetArgs) -> Result<ExitCode> {
         Some(p) => {
             let key = parse_key(&a.connector, p)?;
             if store.get(&key)?.is_none() {
-                eprintln!(
+                note!(
                     "no offset stored for partition {p} of connector `{}`",
                     a.connector
                 );
@@ -239,7 +240,7 @@ pub(crate) fn reset(a: ResetArgs) -> Result<ExitCode> {
         let n = entries.len();
         OnceOverride::new(id.clone(), entries)?.apply_to(&*store, "cli")?;
         let s = if n == 1 { "" } else { "s" };
-        eprintln!(
+        note!(
             "reset {n} partition{s} of connector `{}`; recorded override `{id}`",
             a.connector
         );
@@ -249,19 +250,19 @@ pub(crate) fn reset(a: ResetArgs) -> Result<ExitCode> {
         Some(p) => {
             let key = parse_key(&a.connector, &p)?;
             if store.get(&key)?.is_none() {
-                eprintln!(
+                note!(
                     "no offset stored for partition {p} of connector `{}`",
                     a.connector
                 );
                 return Ok(ExitCode::from(NOT_FOUND));
             }
             store.reset(key)?;
-            eprintln!("reset 1 partition of connector `{}`", a.connector);
+            note!("reset 1 partition of connector `{}`", a.connector);
         }
         None => {
             let n = store.reset_namespace(&a.connector)?;
             let s = if n == 1 { "" } else { "s" };
-            eprintln!("reset {n} partition{s} of connector `{}`", a.connector);
+            note!("reset {n} partition{s} of connector `{}`", a.connector);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -305,7 +306,7 @@ fn already_applied(store: &dyn OffsetStore, id: &str) -> Result<bool> {
     };
     let mut shown = Vec::new();
     connect_offsets::codec::json::encode_map(&marker, &mut shown);
-    eprintln!(
+    note!(
         "override `{id}` was already applied ({}); nothing written",
         String::from_utf8_lossy(&shown)
     );
@@ -402,7 +403,7 @@ pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
         } else {
             "imported"
         };
-        eprintln!("{verb} connector `{c}`: {s} set, {r} reset");
+        note!("{verb} connector `{c}`: {s} set, {r} reset");
     }
     if let Some(id) = &a.once {
         let verb = if a.dry_run {
@@ -410,10 +411,10 @@ pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
         } else {
             "recorded"
         };
-        eprintln!("{verb} override `{id}`");
+        note!("{verb} override `{id}`");
     }
     if a.dry_run {
-        eprintln!("dry run: nothing written");
+        note!("dry run: nothing written");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -761,13 +762,13 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
     }
     // A sink connector's position is its group's, committed by its consumer: no log to ask.
     if a.wal_dir.is_none() && store.kind() != "kafka-group" {
-        eprintln!(
+        note!(
             "note: the {} store keeps no commit times; pass --wal-dir (the worker's log) for commit ages, or scrape the worker's connect_offsets_connector_oldest_pending_age_seconds",
             store.kind()
         );
     }
     if rows.iter().any(|r| r.sink_partitions > 0) {
-        eprintln!("note: {sink_note}");
+        note!("note: {sink_note}");
     }
     Ok(ExitCode::SUCCESS)
 }

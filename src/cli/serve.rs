@@ -589,7 +589,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
         // Fail now on a bad URL or an unreachable store; a store in use is fine (reads wait for it).
         match connect_offsets::open(&a.store.url()) {
             Ok(_) => {}
-            Err(Error::Locked { path, .. }) => eprintln!(
+            Err(Error::Locked { path, .. }) => note!(
                 "note: {} is in use by a running writer now: reads answer 409 and modifications 400 until it stops",
                 path.display()
             ),
@@ -624,7 +624,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
         let _ = writeln!(out, "listening on http://{addr}");
         let _ = out.flush();
     }
-    eprintln!("serving Kafka Connect's offsets API over {shown_url}");
+    note!("serving Kafka Connect's offsets API over {shown_url}");
     let configs_url = a.connect_configs;
     let server = Mutex::new(Server {
         access,

@@ -189,7 +189,7 @@ fn print_table(scan: &LogScan) -> Result<()> {
             format!("writer {w} seqs {}", ranges.join(","))
         })
         .collect();
-    eprintln!(
+    note!(
         "{}: {} files, {} intact frames, {}, {} corrupt region(s){}{}",
         scan.dir.display(),
         scan.files.len(),
