@@ -1509,3 +1509,69 @@ fn a_transaction_past_its_timeout_says_so() {
     assert_eq!(fresh.get(&key("c", 1)).unwrap(), None);
     assert_eq!(fresh.applied_seq("w").unwrap(), 0);
 }
+
+/// A transactional writer that died mid-write (here: never commits, as after a SIGKILL).
+fn dead_transaction(topic: &str, timeout_ms: u32) {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let p: BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("transactional.id", format!("dead-{topic}"))
+        .set("transaction.timeout.ms", timeout_ms.to_string())
+        .create()
+        .expect("producer");
+    p.init_transactions(Duration::from_secs(60)).expect("init");
+    p.begin_transaction().expect("begin");
+    p.send(
+        BaseRecord::<[u8], [u8]>::to(topic)
+            .partition(0)
+            .key(&key("dead", 1).connect_key()[..])
+            .payload(&br#"{"position":666}"#[..]),
+    )
+    .map_err(|(e, _)| e)
+    .expect("send");
+    p.flush(Duration::from_secs(30)).expect("flush");
+    // Neither committed nor aborted: the brokers abort it after its timeout.
+    std::mem::forget(p);
+}
+
+#[test]
+fn an_open_transaction_is_waited_for_not_read_past() {
+    let topic = TopicGuard::new("open-txn");
+    let writer = KafkaStore::open(&url(&topic, 1, "")).expect("open");
+    let k = key("conn", 1);
+    writer.set(k.clone(), pos(1)).expect("set");
+    dead_transaction(&topic, 2_000);
+    // Acknowledged, but behind the open transaction for a read_committed reader.
+    writer.set(k.clone(), pos(2)).expect("set after");
+    let t = Instant::now();
+    let reader = KafkaStore::open(&url(&topic, 1, "")).expect("open waits, then reads");
+    assert_eq!(reader.get(&k).unwrap(), Some(pos(2)), "read past nothing");
+    assert_eq!(reader.get(&key("dead", 1)).unwrap(), None, "aborted");
+    assert!(
+        t.elapsed() >= Duration::from_millis(500),
+        "{:?}",
+        t.elapsed()
+    );
+    eprintln!("waited {:?} for the dead transaction", t.elapsed());
+
+    // One that stays open past the patience: refused, naming it, not read as an older state.
+    let stuck = TopicGuard::new("open-txn-stuck");
+    KafkaStore::open(&url(&stuck, 1, ""))
+        .expect("create")
+        .set(k.clone(), pos(1))
+        .expect("set");
+    dead_transaction(&stuck, 120_000);
+    let impatient = format!(
+        "kafka://{}/{}?partitions=1&replication=1&timeout.ms=2000&transaction.timeout.ms=1000",
+        bootstrap(),
+        &*stuck
+    );
+    let e = match KafkaStore::open(&impatient) {
+        Ok(_) => panic!("an open transaction read past"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains("partition 0") && e.contains("holds a transaction open at offset"),
+        "{e}"
+    );
+}

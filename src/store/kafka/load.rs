@@ -212,6 +212,16 @@ impl Reader {
         at: KafkaOffset,
         deadline: Instant,
     ) -> std::result::Result<Vec<i64>, KafkaError> {
+        self.list_offsets_of(&self.consumer, settings, at, deadline)
+    }
+
+    fn list_offsets_of(
+        &self,
+        consumer: &BaseConsumer<Ctx>,
+        settings: &Settings,
+        at: KafkaOffset,
+        deadline: Instant,
+    ) -> std::result::Result<Vec<i64>, KafkaError> {
         let mut tpl = TopicPartitionList::with_capacity(self.partitions as usize);
         for p in 0..self.partitions {
             // Offset::End asks for the latest offset, which the broker answers with the last stable
@@ -222,7 +232,7 @@ impl Reader {
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(100))
             .min(settings.timeout);
-        let got = self.consumer.offsets_for_times(tpl, left)?;
+        let got = consumer.offsets_for_times(tpl, left)?;
         let mut ends = vec![0; self.partitions as usize];
         for elem in got.elements() {
             let p = elem.partition();
@@ -255,6 +265,84 @@ impl Reader {
             return Err(e);
         }
         Ok(read)
+    }
+
+    /// After the first catch-up of a store: a transaction still open in a partition (a writer at
+    /// work, or one that died mid-write) hides every record after it from this `read_committed`
+    /// reader, also those of transactions committed since, so the state read would be older than
+    /// what writers were told is written, and torn across partitions. Reads on until every
+    /// partition's last stable offset reaches its end as it is now (a dead writer's transaction
+    /// is aborted by the brokers after its `transaction.timeout.ms`); fails, naming the partition,
+    /// if one is still open after the store's timeout plus our producers' transaction timeout.
+    pub(crate) fn settle_open_transactions(
+        &mut self,
+        state: &mut State,
+        dead: &DeadLetters,
+        settings: &Settings,
+    ) -> Result<u64> {
+        let ends = self.high_watermarks(settings)?;
+        if self.caught_up(&ends) {
+            return Ok(0);
+        }
+        let open = |r: &Reader| -> Vec<(usize, i64, i64)> {
+            (r.next.iter().zip(&ends).enumerate())
+                .filter(|(_, (n, e))| n < e)
+                .map(|(p, (n, e))| (p, *n, *e))
+                .collect()
+        };
+        tracing::warn!(
+            topic = %self.topic,
+            partitions = ?open(self).iter().map(|(p, _, _)| p).collect::<Vec<_>>(),
+            "a transaction is open in the offsets topic and hides the records after it; waiting \
+             until it commits or aborts (the brokers abort one whose writer died after its \
+             transaction.timeout.ms)"
+        );
+        let patience = settings.timeout + Duration::from_millis(settings.transaction_timeout_ms());
+        let deadline = Instant::now() + patience;
+        let mut read = 0;
+        loop {
+            std::thread::sleep(Duration::from_millis(100));
+            read += self.read_on(state, dead, settings, now_ms())?;
+            if self.caught_up(&ends) {
+                return Ok(read);
+            }
+            if Instant::now() >= deadline {
+                let (p, next, end) = open(self)[0];
+                return Err(Error::store(
+                    "kafka",
+                    format!(
+                        "partition {p} of topic `{}` holds a transaction open at offset {next} \
+                         (its records run to {end}) after waiting {} s: what was written after it \
+                         cannot be read yet, so the offsets read would be older than those \
+                         written; retry once its writer commits or the brokers abort it",
+                        self.topic,
+                        patience.as_secs()
+                    ),
+                ));
+            }
+        }
+    }
+
+    /// The end of each partition for a reader that sees uncommitted records too (the high
+    /// watermark; a `read_committed` client is told the last stable offset).
+    fn high_watermarks(&self, settings: &Settings) -> Result<Vec<i64>> {
+        let what = format!("ask for the high watermarks of topic `{}`", self.topic);
+        let mut config = settings.consumer_config();
+        config.set("isolation.level", "read_uncommitted");
+        let ctx = Ctx::new(settings.secrets.clone(), "watermarks");
+        let client: BaseConsumer<Ctx> = config
+            .create_with_context(ctx)
+            .map_err(|e| Error::store("kafka", format!("{what}: {e}")))?;
+        let deadline = Instant::now() + settings.timeout;
+        loop {
+            match self.list_offsets_of(&client, settings, KafkaOffset::End, deadline) {
+                Ok(ends) => return Ok(ends),
+                Err(e) if retriable(&e) && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => return Err(kafka_error(client.context(), &what, &e)),
+            }
+        }
     }
 
     /// Reads on from where the last catch-up stopped; `started` is when this catch-up began.

@@ -105,7 +105,12 @@
 //!
 //! ## Loading and lookups
 //! On open the store assigns every partition, reads from the beginning to the end (the last stable
-//! offset, as a `read_committed` reader sees it), and repeats until the end offsets stop moving. After
+//! offset, as a `read_committed` reader sees it), and repeats until the end offsets stop moving. A
+//! transaction still open at that point (a writer at work, or one SIGKILLed mid-write) hides every
+//! record after it, committed ones too, so the open waits, reading on, until every partition's last
+//! stable offset reaches its high watermark (the brokers abort a dead writer's transaction after its
+//! `transaction.timeout.ms`), and fails naming the partition after `timeout.ms` plus our producers'
+//! transaction timeout: never a state older than what writers were told is written. After
 //! that `get`, `partitions` and `namespaces` are answered from memory, never by re-reading the topic
 //! (Connect re-reads on every lookup); [`KafkaStore::refresh`] catches up with what other writers
 //! wrote since. The store's own commits update memory directly.
@@ -318,6 +323,11 @@ impl KafkaStore {
             let (slot, id) = writers.slot_of(&settings, writer);
             *write::lock(&slot) = Slot::Ready(Producer::create(&settings, &id)?);
         }
+        // As Connect fences a task's zombies before the task reads its offsets: a SIGKILLed
+        // instance's open transaction is aborted now, not waited for below.
+        if let Some(task) = &builder.task {
+            drop(TxnProducer::create(&settings, task.as_str())?);
+        }
         reader.assign(partitions);
         reader.keep_tombstones(info.delete_retention_ms);
         let dead = DeadLetters::new(&settings);
@@ -328,7 +338,8 @@ impl KafkaStore {
             }
             _ => (State::default(), Start::Cold, None),
         };
-        let records = reader.catch_up(&mut state, &dead, &settings)?;
+        let records = reader.catch_up(&mut state, &dead, &settings)?
+            + reader.settle_open_transactions(&mut state, &dead, &settings)?;
         let loaded = LoadReport {
             records,
             offsets: state.len(),
