@@ -528,3 +528,58 @@ fn import_writes_every_connector_or_none() {
         "connector a was not written"
     );
 }
+
+/// With the cluster's config topic, `serve` knows a sink from a source by its class and refuses
+/// to answer for one whose offsets its store does not hold (Connect routes by type).
+#[test]
+fn serve_refuses_a_connector_whose_offsets_are_elsewhere() {
+    let configs = kafka_util::TopicGuard::new("configs");
+    drop(KafkaStore::open(&kafka_util::url(&configs, 1, "")).unwrap());
+    kafka_util::produce_plain(
+        &configs,
+        &[
+            (
+                Some(0),
+                Some(b"connector-snk"),
+                Some(br#"{"properties":{"connector.class":"org.apache.kafka.connect.file.FileStreamSinkConnector","topics":"t"}}"#),
+            ),
+            (
+                Some(0),
+                Some(b"connector-src"),
+                Some(br#"{"properties":{"connector.class":"org.apache.kafka.connect.file.FileStreamSourceConnector"}}"#),
+            ),
+        ],
+    );
+    let configs_url = format!("kafka://{}/{}", kafka_util::bootstrap(), &*configs);
+    let offsets = kafka_util::TopicGuard::new("offsets");
+    let over_topic = Serve::start(&[
+        "--store",
+        &kafka_util::url(&offsets, 1, ""),
+        "--connect-configs",
+        &configs_url,
+    ]);
+    let (st, body) = call("GET", &over_topic.url("/connectors/snk/offsets"), None);
+    assert_eq!(st, 400, "{body}");
+    assert!(
+        body.contains("is a sink connector") && body.contains("kafka-group://"),
+        "{body}"
+    );
+    let (st, body) = call("DELETE", &over_topic.url("/connectors/snk/offsets"), None);
+    assert_eq!(st, 400, "{body}");
+    assert_eq!(
+        call("GET", &over_topic.url("/connectors/src/offsets"), None),
+        (200, r#"{"offsets":[]}"#.into())
+    );
+    let group = format!(
+        "kafka-group://{}/?group=connect-{{connector}}",
+        kafka_util::bootstrap()
+    );
+    let over_groups = Serve::start(&["--store", &group, "--connect-configs", &configs_url]);
+    let (st, body) = call("GET", &over_groups.url("/connectors/src/offsets"), None);
+    assert_eq!(st, 400, "{body}");
+    assert!(body.contains("is a source connector"), "{body}");
+    assert_eq!(
+        call("GET", &over_groups.url("/connectors/snk/offsets"), None),
+        (200, r#"{"offsets":[]}"#.into())
+    );
+}

@@ -115,6 +115,9 @@ struct Server {
     /// lock is taken: a slow broker delays that request, not every other).
     cluster_now: Option<std::result::Result<Cluster, String>>,
     shown_url: String,
+    /// `Some(true)` when the store holds sinks' offsets only (consumer groups), `Some(false)`
+    /// when it holds sources' only (an offsets topic).
+    sinks_store: Option<bool>,
     wal_dirs: Vec<PathBuf>,
     known: BTreeSet<String>,
     metrics: PrometheusHandle,
@@ -206,6 +209,36 @@ impl Server {
                 &format!("cannot read Connect's config topic: {e}"),
             )),
         }
+    }
+
+    /// A configured connector whose offsets this server's store does not hold: a sink's are its
+    /// consumer group's (kafka-group://), a source's are in an offsets topic (kafka://). Connect
+    /// goes to the right place by the connector's type; a store can only say so.
+    fn wrong_store(&self, cluster: &Cluster, name: &str) -> Option<Reply> {
+        let (c, sinks) = (cluster.0.get(name)?, self.sinks_store?);
+        if c.sink == sinks {
+            return None;
+        }
+        let (what, held, instead) = if c.sink {
+            (
+                "a sink connector",
+                "its consumer group",
+                "kafka-group://<brokers>/?group=connect-{connector}",
+            )
+        } else {
+            (
+                "a source connector",
+                "an offsets topic",
+                "kafka://<brokers>/<offsets topic>",
+            )
+        };
+        Some(Reply::error(
+            400,
+            &format!(
+                "Connector {name} is {what} ({}): its offsets are in {held}, which the store this server serves ({}) does not hold; serve them with --store {instead}",
+                c.class, self.shown_url
+            ),
+        ))
     }
 
     fn not_found(name: &str) -> Reply {
@@ -332,7 +365,11 @@ impl Server {
     fn get_offsets(&self, name: &str) -> Reply {
         let configured = match self.cluster() {
             Ok(Some(c)) if c.connector(name).is_none() => return Self::not_found(name),
-            Ok(c) => c.is_some(),
+            Ok(Some(c)) => match self.wrong_store(&c, name) {
+                Some(r) => return r,
+                None => true,
+            },
+            Ok(None) => false,
             Err(r) => return r,
         };
         let handle = match self.open() {
@@ -504,6 +541,9 @@ impl Server {
                 }
                 Some(true) => {}
             }
+            if let Some(r) = self.wrong_store(cluster, name) {
+                return Err(r);
+            }
         }
         let _guards = self.lock_logs(name)?;
         let handle = self.open().map_err(|e| self.store_error(e, name, true))?;
@@ -527,7 +567,15 @@ impl Server {
 /// What Connect's config topic says of its connectors: each configured one, and whether it is
 /// stopped.
 #[derive(Clone)]
-struct Cluster(BTreeMap<String, bool>);
+struct Cluster(BTreeMap<String, Configured>);
+
+/// What the config topic says of one connector.
+#[derive(Clone)]
+struct Configured {
+    stopped: bool,
+    sink: bool,
+    class: String,
+}
 
 impl Cluster {
     fn names(&self) -> impl Iterator<Item = &str> {
@@ -535,7 +583,7 @@ impl Cluster {
     }
     /// `Some(stopped)` for a configured connector.
     fn connector(&self, name: &str) -> Option<bool> {
-        self.0.get(name).copied()
+        self.0.get(name).map(|c| c.stopped)
     }
 }
 
@@ -545,7 +593,15 @@ fn read_connect_configs(url: &str) -> Result<Cluster> {
     Ok(Cluster(
         configs
             .names()
-            .filter_map(|n| Some((n.to_string(), configs.connector(n)?.stopped())))
+            .filter_map(|n| {
+                let c = configs.connector(n)?;
+                let configured = Configured {
+                    stopped: c.stopped(),
+                    sink: c.is_sink(),
+                    class: c.class.clone().unwrap_or_default(),
+                };
+                Some((n.to_string(), configured))
+            })
             .collect(),
     ))
 }
@@ -626,9 +682,15 @@ pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
     }
     note!("serving Kafka Connect's offsets API over {shown_url}");
     let configs_url = a.connect_configs;
+    let sinks_store = match url.scheme.as_str() {
+        "kafka-group" => Some(true),
+        "kafka" => Some(false),
+        _ => None,
+    };
     let server = Mutex::new(Server {
         access,
         shown_url,
+        sinks_store,
         cluster_now: None,
         wal_dirs: a.wal_dir,
         known: a.connector.into_iter().collect(),

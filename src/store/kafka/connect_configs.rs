@@ -26,9 +26,19 @@ pub struct ConnectorState {
     pub target_state: String,
     /// Tasks in the connector's latest commit of task configs (0 without one).
     pub tasks: i64,
+    /// Its `connector.class`, when its config names one.
+    pub class: Option<String>,
 }
 
 impl ConnectorState {
+    /// Whether it is a sink connector, whose offsets are its consumer group's: by its class's
+    /// name (`…SinkConnector`, as sinks are named, Connect's own, Confluent's, Debezium's, Camel's).
+    pub fn is_sink(&self) -> bool {
+        self.class
+            .as_deref()
+            .is_some_and(|c| c.ends_with("SinkConnector"))
+    }
+
     /// Whether Connect lets its offsets be modified.
     pub fn stopped(&self) -> bool {
         self.target_state == "STOPPED" && self.tasks == 0
@@ -39,6 +49,7 @@ impl ConnectorState {
 #[derive(Debug, Clone, Default)]
 pub struct ConnectConfigs {
     configured: BTreeSet<String>,
+    classes: BTreeMap<String, String>,
     target_states: BTreeMap<String, String>,
     tasks: BTreeMap<String, i64>,
 }
@@ -127,10 +138,15 @@ impl ConnectConfigs {
     fn apply(&mut self, key: &str, value: Option<&[u8]>) {
         let map = || value.and_then(|v| FieldMap::from_json(std::str::from_utf8(v).ok()?).ok());
         if let Some(name) = key.strip_prefix("connector-") {
-            if value.is_some() {
+            if let Some(v) = value {
                 self.configured.insert(name.to_string());
+                match connector_class(v) {
+                    Some(class) => self.classes.insert(name.to_string(), class),
+                    None => self.classes.remove(name),
+                };
             } else {
                 self.configured.remove(name);
+                self.classes.remove(name);
                 self.tasks.remove(name);
             }
         } else if let Some(name) = key.strip_prefix("target-state-") {
@@ -177,7 +193,24 @@ impl ConnectConfigs {
                 .cloned()
                 .unwrap_or_else(|| "STARTED".into()),
             tasks: self.tasks.get(name).copied().unwrap_or(0),
+            class: self.classes.get(name).cloned(),
         })
+    }
+}
+
+/// `properties."connector.class"` of a connector's config record.
+fn connector_class(value: &[u8]) -> Option<String> {
+    use crate::codec::json::{self, Json};
+    let member = |j: Json, name: &str| match j {
+        Json::Object(m) => m.into_iter().find(|(n, _)| n == name).map(|(_, v)| v),
+        _ => None,
+    };
+    match member(
+        member(json::parse(value).ok()?, "properties")?,
+        "connector.class",
+    )? {
+        Json::String(c) => Some(c),
+        _ => None,
     }
 }
 
@@ -191,6 +224,28 @@ mod tests {
             c.apply(k, v.map(str::as_bytes));
         }
         c
+    }
+
+    #[test]
+    fn a_sink_is_told_by_its_class() {
+        let c = configs(&[
+            (
+                "connector-s",
+                Some(
+                    r#"{"properties":{"connector.class":"org.apache.kafka.connect.file.FileStreamSinkConnector"}}"#,
+                ),
+            ),
+            (
+                "connector-m",
+                Some(
+                    r#"{"properties":{"connector.class":"org.apache.kafka.connect.mirror.MirrorSourceConnector","topics":".*"}}"#,
+                ),
+            ),
+            ("connector-n", Some(r#"{"properties":{}}"#)),
+        ]);
+        assert!(c.connector("s").unwrap().is_sink());
+        assert!(!c.connector("m").unwrap().is_sink());
+        assert!(!c.connector("n").unwrap().is_sink());
     }
 
     #[test]
