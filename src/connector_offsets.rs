@@ -57,7 +57,8 @@ impl ConnectorOffsets {
 
     /// Parses `{"offsets":[...]}`. Errors are plain sentences meant for the person who sent the body.
     pub fn parse(bytes: &[u8]) -> std::result::Result<Self, String> {
-        let json = json::parse(bytes).map_err(|e| format!("the body is not valid JSON: {e}"))?;
+        let json =
+            json::parse_strict(bytes).map_err(|e| format!("the body is not valid JSON: {e}"))?;
         Self::from_json(json, "the body")
     }
 
@@ -84,8 +85,21 @@ impl ConnectorOffsets {
             Some(_) => return Err(format!("`offsets` in {what} must be an array")),
         };
         let mut out = Vec::with_capacity(list.len());
+        // Where each partition was given: a second entry for one would quietly replace the first.
+        let mut seen: std::collections::HashMap<OffsetKey, usize> =
+            std::collections::HashMap::with_capacity(list.len());
         for (i, item) in list.into_iter().enumerate() {
-            out.push(parse_entry(item).map_err(|e| format!("offsets[{i}]: {e}"))?);
+            let entry = parse_entry(item).map_err(|e| format!("offsets[{i}]: {e}"))?;
+            let key = match &entry.0 {
+                Some(p) => OffsetKey::new("", p.clone()),
+                None => OffsetKey::null_partition(""),
+            };
+            if let Some(first) = seen.insert(key, i) {
+                return Err(format!(
+                    "offsets[{i}]: the same partition as offsets[{first}] (give each partition once)"
+                ));
+            }
+            out.push(entry);
         }
         Ok(ConnectorOffsets { offsets: out })
     }
@@ -148,7 +162,8 @@ fn parse_entry(item: Json) -> std::result::Result<OffsetEntry, String> {
         Some(_) => return Err("the partition must be a JSON object or null".into()),
     };
     let offset = match offset {
-        None | Some(Json::Null) => None,
+        None => return Err("the offset is missing (use null to reset the partition)".into()),
+        Some(Json::Null) => None,
         Some(Json::Object(m)) => Some(json::to_map(m, "offset")?),
         Some(_) => return Err("the offset must be a JSON object, or null to reset".into()),
     };
@@ -196,7 +211,7 @@ impl OffsetsExport {
     /// `connector` names it. Fails naming what is wrong.
     pub fn parse(bytes: &[u8], connector: Option<&str>) -> Result<Self> {
         let bad = |r: String| Error::InvalidData(r);
-        let json = json::parse(bytes).map_err(|e| bad(format!("not valid JSON: {e}")))?;
+        let json = json::parse_strict(bytes).map_err(|e| bad(format!("not valid JSON: {e}")))?;
         let Json::Object(members) = json else {
             return Err(bad(
                 "expected {\"offsets\":[...]} or {\"connectors\":{...}}".into(),
@@ -282,18 +297,51 @@ mod tests {
                 "the offset must be",
             ),
             (b"{\"offset\":[]}", "unknown member `offset`"),
+            // What one reader takes as the last word and another as the first: refused.
+            (
+                br#"{"offsets":[{"partition":{"f":1}}]}"#,
+                "offsets[0]: the offset is missing (use null",
+            ),
+            (
+                br#"{"offsets":[{"partition":{"f":1},"offset":null},{"partition":{"f":2},"offset":{"p":1}},{"partition":{"f":1},"offset":{"p":2}}]}"#,
+                "offsets[2]: the same partition as offsets[0]",
+            ),
+            (
+                br#"{"offsets":[{"partition":null,"offset":null},{"partition":null,"offset":null}]}"#,
+                "offsets[1]: the same partition as offsets[0]",
+            ),
+            (
+                br#"{"offsets":[{"partition":{"f":1},"offset":null,"offset":{"p":1}}]}"#,
+                "member `offset` is given twice",
+            ),
+            (
+                br#"{"offsets":[{"partition":{"f":1,"f":2},"offset":null}]}"#,
+                "member `f` is given twice",
+            ),
+            (
+                br#"{"offsets":[{"partition":{"f":1},"offset":{"p":1,"p":2}}]}"#,
+                "member `p` is given twice",
+            ),
         ] {
             let e = ConnectorOffsets::parse(body).unwrap_err();
             assert!(e.contains(want), "{e}");
         }
+        // Member order does not make another partition.
+        let reordered = br#"{"offsets":[{"partition":{"a":1,"b":2},"offset":null},{"partition":{"b":2,"a":1},"offset":null}]}"#;
+        let e = ConnectorOffsets::parse(reordered).unwrap_err();
+        assert!(e.contains("the same partition"), "{e}");
+        let twice = br#"{"connectors":{"a":{"offsets":[]},"a":{"offsets":[]}}}"#;
+        let e = OffsetsExport::parse(twice, None).unwrap_err().to_string();
+        assert!(e.contains("member `a` is given twice"), "{e}");
     }
 
     #[test]
     fn import_errors_name_the_connector_and_the_entry() {
         let good = r#"{"partition":{"f":1},"offset":{"p":2}}"#;
-        let bad = r#"{"partition":{"f":1},"offset":5}"#;
+        let other = r#"{"partition":{"f":2},"offset":{"p":2}}"#;
+        let bad = r#"{"partition":{"f":3},"offset":5}"#;
         let all = format!(
-            r#"{{"connectors":{{"a":{{"offsets":[{good}]}},"orders-source":{{"offsets":[{good},{good},{bad}]}}}}}}"#
+            r#"{{"connectors":{{"a":{{"offsets":[{good}]}},"orders-source":{{"offsets":[{good},{other},{bad}]}}}}}}"#
         );
         let one = format!(r#"{{"offsets":[{good},{bad}]}}"#);
         for (doc, connector, want) in [

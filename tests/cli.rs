@@ -95,6 +95,48 @@ fn bad_input_exits_non_zero_naming_the_problem() {
                 "--connector",
                 "c",
                 "--partition",
+                "{\"a\":1}",
+                "--offset",
+                "{\"p\":7,\"p\":8}",
+            ],
+            "--offset is not valid JSON: member `p` is given twice",
+        ),
+        (
+            vec![
+                "set",
+                "--store",
+                &url,
+                "--connector",
+                " ",
+                "--partition",
+                "null",
+                "--offset",
+                "{}",
+            ],
+            "is empty or blank",
+        ),
+        (
+            vec![
+                "set",
+                "--store",
+                &url,
+                "--connector",
+                "a\nb",
+                "--partition",
+                "null",
+                "--offset",
+                "{}",
+            ],
+            "holds control characters",
+        ),
+        (
+            vec![
+                "set",
+                "--store",
+                &url,
+                "--connector",
+                "c",
+                "--partition",
                 r#"{"a":{"b":1}}"#,
                 "--offset",
                 "{}",
@@ -753,4 +795,61 @@ fn a_closed_stderr_keeps_the_exit_code() {
             "{args}"
         );
     }
+}
+
+/// A backup restored into the store it came from, which records history, is one more move: the
+/// store's history says so, instead of taking the backup's history records as they are.
+#[test]
+fn an_import_into_a_store_with_history_is_recorded_as_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("rocksdb://{}?history=7d", dir.path().join("db").display());
+    let set = |p: i64| {
+        let out = cli(&[
+            "set",
+            "--store",
+            &url,
+            "--connector",
+            "c",
+            "--partition",
+            r#"{"f":"a"}"#,
+            "--offset",
+            &format!(r#"{{"p":{p}}}"#),
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    };
+    set(50);
+    let backup = dir.path().join("backup.json");
+    let out = cli(&[
+        "export",
+        "--store",
+        &url,
+        "--output",
+        backup.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        std::fs::read_to_string(&backup)
+            .unwrap()
+            .contains("__connect-offsets-history")
+    );
+    set(99);
+    let out = cli(&[
+        "import",
+        "--store",
+        &url,
+        "--input",
+        backup.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("left out `__connect-offsets-history`"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = cli(&["history", "--store", &url, "--connector", "c", "--json"]);
+    let h = text(&out.stdout);
+    // Newest first: the import's move back from 99 to 50.
+    let newest = h.find(r#""from":{"p":99},"to":{"p":50}"#);
+    assert!(newest.is_some(), "{h}");
+    assert!(newest < h.find(r#""from":{"p":50},"to":{"p":99}"#), "{h}");
 }

@@ -106,8 +106,8 @@ enum Command {
     /// Writes offsets as Kafka Connect's JSON: one connector's {"offsets":[...]} with --connector,
     /// else {"connectors":{"name":{"offsets":[...]}}}.
     Export(ops::ExportArgs),
-    /// Reads offsets written by `export` (or Kafka Connect's GET .../offsets) into a store; one
-    /// atomic batch per connector. "offset": null resets a partition.
+    /// Reads offsets written by `export` (or Kafka Connect's GET .../offsets) into a store, every
+    /// connector of the file in one atomic batch. "offset": null resets a partition.
     Import(ops::ImportArgs),
     /// Makes the destination's offsets equal to the source's, one atomic batch per connector, and
     /// verifies both sides afterwards.
@@ -213,7 +213,7 @@ pub(crate) fn open_existing(store: &StoreArg) -> connect_offsets::Result<Box<dyn
 
 /// Parses a `--partition` argument: a JSON object or `null`.
 pub(crate) fn parse_key(connector: &str, partition: &str) -> connect_offsets::Result<OffsetKey> {
-    match json::parse(partition.as_bytes()) {
+    match json::parse_strict(partition.as_bytes()) {
         Ok(json::Json::Null) => Ok(OffsetKey::null_partition(connector)),
         Ok(json::Json::Object(members)) => json::to_map(members, "partition")
             .map(|p| OffsetKey::new(connector, p))
@@ -229,7 +229,7 @@ pub(crate) fn parse_key(connector: &str, partition: &str) -> connect_offsets::Re
 }
 
 pub(crate) fn parse_offset(offset: &str) -> connect_offsets::Result<Offset> {
-    match json::parse(offset.as_bytes()) {
+    match json::parse_strict(offset.as_bytes()) {
         Ok(json::Json::Object(members)) => json::to_map(members, "offset")
             .map_err(|r| Error::InvalidData(format!("--offset: {r}"))),
         Ok(other) => Err(Error::InvalidData(format!(

@@ -200,7 +200,27 @@ pub(crate) fn get(a: GetArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Refuses a connector name no Connect worker takes (empty, or with control characters: a line
+/// break in a name splits it in two in `connectors`' listing): offsets written under it would
+/// belong to no connector.
+fn check_connector_name(name: &str) -> Result<()> {
+    if name.trim().is_empty() {
+        return Err(Error::InvalidData(format!(
+            "the connector name {} is empty or blank; Kafka Connect takes no such name",
+            quoted(name)
+        )));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(Error::InvalidData(format!(
+            "the connector name {} holds control characters; Kafka Connect takes no such name",
+            quoted(name)
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn set(a: SetArgs) -> Result<ExitCode> {
+    check_connector_name(&a.connector)?;
     let key = parse_key(&a.connector, &a.partition)?;
     let offset = parse_offset(&a.offset)?;
     let store = open(&a.store)?;
@@ -327,7 +347,21 @@ pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
             buf
         }
     };
-    let doc = OffsetsExport::parse(&bytes, a.connector.as_deref())?;
+    let mut doc = OffsetsExport::parse(&bytes, a.connector.as_deref())?;
+    for (name, _) in &doc.connectors {
+        check_connector_name(name)?;
+    }
+    // A store that records history records this import as a change; the document's history
+    // records (an export of a store with history) would be taken as they are instead, and the
+    // store's history would then disagree with its offsets.
+    let url = connect_offsets::store::StoreUrl::parse(&a.store.url())?;
+    let history = connect_offsets::history::HISTORY_NAMESPACE;
+    if url.param("history").is_some() && doc.connectors.iter().any(|(c, _)| c == history) {
+        doc.connectors.retain(|(c, _)| c != history);
+        note!(
+            "left out `{history}`: the document's history records; the store records its own, this import included"
+        );
+    }
     let store = open(&a.store)?;
     if let Some(id) = &a.once
         && already_applied(&*store, id)?

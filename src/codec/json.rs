@@ -308,12 +308,24 @@ impl Json {
     }
 }
 
-/// Parses one JSON document (whitespace around it allowed, nothing else after it).
+/// Parses one JSON document (whitespace around it allowed, nothing else after it). A member name
+/// given twice in one object keeps its last value, as Jackson reads Connect's records.
 pub fn parse(bytes: &[u8]) -> std::result::Result<Json, String> {
+    parse_with(bytes, false)
+}
+
+/// [`parse`], refusing an object with a member name twice: for what a person wrote, where readers
+/// differing on which one wins is a mistake to report, not to resolve.
+pub fn parse_strict(bytes: &[u8]) -> std::result::Result<Json, String> {
+    parse_with(bytes, true)
+}
+
+fn parse_with(bytes: &[u8], strict: bool) -> std::result::Result<Json, String> {
     let mut p = Parser {
         b: bytes,
         i: 0,
         depth: 0,
+        strict,
     };
     p.ws();
     let v = p.value()?;
@@ -458,6 +470,8 @@ struct Parser<'a> {
     b: &'a [u8],
     i: usize,
     depth: usize,
+    /// Refuse a member name given twice in one object.
+    strict: bool,
 }
 
 impl Parser<'_> {
@@ -531,6 +545,7 @@ impl Parser<'_> {
             if self.b.get(self.i) != Some(&b'"') {
                 return self.err("expected a member name in quotes");
             }
+            let at = self.i;
             let name = self.string()?;
             self.ws();
             if self.b.get(self.i) != Some(&b':') {
@@ -540,6 +555,11 @@ impl Parser<'_> {
             self.ws();
             let v = self.value()?;
             match members.iter_mut().find(|(n, _)| *n == name) {
+                Some(_) if self.strict => {
+                    return Err(format!(
+                        "member `{name}` is given twice in one object (the second at byte {at})"
+                    ));
+                }
                 Some(slot) => slot.1 = v,
                 None => members.push((name, v)),
             }

@@ -115,6 +115,10 @@ impl StoreUrl {
             if k.is_empty() {
                 return Err(bad("a parameter has no name".into()));
             }
+            // Which of two values wins is no guess to make for the person who wrote both.
+            if params.iter().any(|(n, _): &(String, String)| *n == k) {
+                return Err(bad(format!("parameter `{k}` is given twice")));
+            }
             params.push((k, v));
         }
         Ok(StoreUrl {
@@ -124,7 +128,7 @@ impl StoreUrl {
         })
     }
 
-    /// The value of parameter `name` (the last one if repeated).
+    /// The value of parameter `name`.
     pub fn param(&self, name: &str) -> Option<&str> {
         self.params
             .iter()
@@ -325,15 +329,14 @@ fn open_rocksdb(url: &StoreUrl, _: Create) -> Result<Box<dyn OffsetStore>> {
 
 #[cfg(feature = "kafka")]
 fn open_kafka(url: &StoreUrl, create: Create) -> Result<Box<dyn OffsetStore>> {
-    let must_exist = create == Create::No;
     if url.param(super::kafka::FALLBACK_TOPIC).is_some() {
-        return Ok(Box::new(super::kafka::KafkaPairStore::open_url_with(
-            url, must_exist,
-        )?));
+        // The worker's topic must exist already; the connector's own may not yet (Connect reads
+        // the worker's alone until then).
+        return Ok(Box::new(super::kafka::KafkaPairStore::open_url(url)?));
     }
     Ok(Box::new(
         super::kafka::KafkaStoreBuilder::from_url(url)?
-            .must_exist(must_exist)
+            .must_exist(create == Create::No)
             .open()?,
     ))
 }
@@ -387,6 +390,10 @@ mod tests {
         assert!(e.contains("scheme://"), "{e}");
         let e = open("memory://?foo=1").unwrap_err().to_string();
         assert!(e.contains("unknown parameter `foo`"), "{e}");
+        let e = StoreUrl::parse("rocksdb:///tmp/x?sync=true&sync=false")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("parameter `sync` is given twice"), "{e}");
         #[cfg(not(feature = "kafka"))]
         {
             let e = open("kafka://127.0.0.1:9092/t").unwrap_err().to_string();

@@ -66,14 +66,8 @@ pub struct KafkaPairStore {
 impl KafkaPairStore {
     /// Opens the pair a `kafka://host:port/topic?fallback.topic=other` URL names.
     pub fn open_url(url: &StoreUrl) -> Result<Self> {
-        Self::open_url_with(url, false)
-    }
-
-    /// [`open_url`](Self::open_url), refusing a connector topic that does not exist when
-    /// `must_exist`.
-    pub fn open_url_with(url: &StoreUrl, must_exist: bool) -> Result<Self> {
         let (primary, fallback) = split_url(url)?;
-        let primary = KafkaStoreBuilder::from_url(&primary)?.must_exist(must_exist);
+        let primary = KafkaStoreBuilder::from_url(&primary)?;
         let fallback = KafkaStoreBuilder::from_url(&fallback)?.must_exist(true);
         Self::open(primary, fallback)
     }
