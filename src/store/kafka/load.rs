@@ -180,39 +180,38 @@ impl Reader {
     }
 
     fn list_offsets(&self, settings: &Settings, at: KafkaOffset, which: &str) -> Result<Vec<i64>> {
+        self.list_offsets_with(&self.consumer, settings, at, which)
+    }
+
+    /// [`list_offsets`](Self::list_offsets) through `consumer` (whose isolation level decides
+    /// what `End` is).
+    fn list_offsets_with(
+        &self,
+        consumer: &BaseConsumer<Ctx>,
+        settings: &Settings,
+        at: KafkaOffset,
+        which: &str,
+    ) -> Result<Vec<i64>> {
         let what = format!("ask for the {which} offsets of topic `{}`", self.topic);
         let deadline = Instant::now() + settings.timeout;
         // A topic created a moment ago is often between leaders once: ask again soon, then less.
         let mut backoff = Duration::from_millis(10);
         loop {
-            match self.try_list_offsets(settings, at, deadline) {
+            match self.list_offsets_of(consumer, settings, at, deadline) {
                 Ok(ends) => return Ok(ends),
                 Err(e) => {
-                    self.consumer.context().note_error(&e);
+                    consumer.context().note_error(&e);
                     if Instant::now() >= deadline {
-                        return Err(timeout_error(
-                            self.consumer.context(),
-                            what,
-                            settings.timeout,
-                        ));
+                        return Err(timeout_error(consumer.context(), what, settings.timeout));
                     }
                     if !retriable(&e) {
-                        return Err(kafka_error(self.consumer.context(), &what, &e));
+                        return Err(kafka_error(consumer.context(), &what, &e));
                     }
                     std::thread::sleep(backoff);
                     backoff = (backoff * 2).min(Duration::from_millis(100));
                 }
             }
         }
-    }
-
-    fn try_list_offsets(
-        &self,
-        settings: &Settings,
-        at: KafkaOffset,
-        deadline: Instant,
-    ) -> std::result::Result<Vec<i64>, KafkaError> {
-        self.list_offsets_of(&self.consumer, settings, at, deadline)
     }
 
     fn list_offsets_of(
@@ -326,23 +325,20 @@ impl Reader {
     /// The end of each partition for a reader that sees uncommitted records too (the high
     /// watermark; a `read_committed` client is told the last stable offset).
     fn high_watermarks(&self, settings: &Settings) -> Result<Vec<i64>> {
-        let what = format!("ask for the high watermarks of topic `{}`", self.topic);
         let mut config = settings.consumer_config();
         config.set("isolation.level", "read_uncommitted");
-        let ctx = Ctx::new(settings.secrets.clone(), "watermarks");
         let client: BaseConsumer<Ctx> = config
-            .create_with_context(ctx)
-            .map_err(|e| Error::store("kafka", format!("{what}: {e}")))?;
-        let deadline = Instant::now() + settings.timeout;
-        loop {
-            match self.list_offsets_of(&client, settings, KafkaOffset::End, deadline) {
-                Ok(ends) => return Ok(ends),
-                Err(e) if retriable(&e) && Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                Err(e) => return Err(kafka_error(client.context(), &what, &e)),
-            }
-        }
+            .create_with_context(Ctx::new(settings.secrets.clone(), "watermarks"))
+            .map_err(|e| {
+                Error::store(
+                    "kafka",
+                    format!(
+                        "cannot create the watermarks client: {}",
+                        settings.secrets.scrub(&e.to_string())
+                    ),
+                )
+            })?;
+        self.list_offsets_with(&client, settings, KafkaOffset::End, "high watermark")
     }
 
     /// Reads on from where the last catch-up stopped; `started` is when this catch-up began.
