@@ -853,3 +853,60 @@ fn an_import_into_a_store_with_history_is_recorded_as_a_change() {
     assert!(newest.is_some(), "{h}");
     assert!(newest < h.find(r#""from":{"p":50},"to":{"p":99}"#), "{h}");
 }
+
+/// A store takes a directory of its own: one that holds other files is refused, and left as it was
+/// (its permissions were set to 0700 before: `rocksdb:///` locked every other user out of `/`).
+#[test]
+fn a_directory_with_other_files_is_not_made_a_store() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::write(shared.join("notes.txt"), "mine").unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let url = format!("rocksdb://{}", shared.display());
+    let out = cli(&[
+        "set",
+        "--store",
+        &url,
+        "--connector",
+        "c",
+        "--partition",
+        "null",
+        "--offset",
+        r#"{"p":1}"#,
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("is not empty and holds no RocksDB store"),
+        "{}",
+        text(&out.stderr)
+    );
+    let mode = std::fs::metadata(&shared).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o755);
+    assert_eq!(
+        std::fs::read_dir(&shared).unwrap().count(),
+        1,
+        "files written into it"
+    );
+    // An empty one is fine, and made private.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let url = format!("rocksdb://{}", empty.display());
+    let out = cli(&[
+        "set",
+        "--store",
+        &url,
+        "--connector",
+        "c",
+        "--partition",
+        "null",
+        "--offset",
+        r#"{"p":1}"#,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::metadata(&empty).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+}

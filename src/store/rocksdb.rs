@@ -317,10 +317,21 @@ struct Rows {
     shown: Option<Vec<usize>>,
 }
 
-/// Creates `path` (and parents) with mode 0700, or tightens an existing directory to 0700.
+/// Creates `path` (and parents) with mode 0700, or tightens an existing directory to 0700: one
+/// that is empty or holds a store. Any other is refused: a store takes a directory of its own
+/// (`rocksdb:///` would have made `/` unreadable to every other user).
 pub(crate) fn private_dir(path: &Path) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     if path.is_dir() {
+        let mut entries = std::fs::read_dir(path).map_err(|e| Error::io("list", path, e))?;
+        if !path.join("CURRENT").is_file() && entries.next().is_some() {
+            return Err(Error::Config(format!(
+                "{} is not empty and holds no RocksDB store: a store takes a directory of its own \
+                 (a new or empty one), whose permissions it sets to 0700 and which it fills with \
+                 its files",
+                path.display()
+            )));
+        }
         let mode = std::fs::metadata(path)
             .map_err(|e| Error::io("stat", path, e))?
             .permissions()
