@@ -72,6 +72,7 @@ pub mod buffer;
 pub mod codec;
 #[cfg(feature = "testkit")]
 pub mod conformance;
+pub mod connector_checks;
 pub mod connector_offsets;
 pub mod crash;
 pub mod dead_letter;

@@ -548,6 +548,16 @@ fn serve_refuses_a_connector_whose_offsets_are_elsewhere() {
                 Some(b"connector-src"),
                 Some(br#"{"properties":{"connector.class":"org.apache.kafka.connect.file.FileStreamSourceConnector"}}"#),
             ),
+            (
+                Some(0),
+                Some(b"connector-mm"),
+                Some(br#"{"properties":{"connector.class":"org.apache.kafka.connect.mirror.MirrorSourceConnector"}}"#),
+            ),
+            (
+                Some(0),
+                Some(b"target-state-mm"),
+                Some(br#"{"state":"STOPPED","state.v2":"STOPPED"}"#),
+            ),
         ],
     );
     let configs_url = format!("kafka://{}/{}", kafka_util::bootstrap(), &*configs);
@@ -570,6 +580,35 @@ fn serve_refuses_a_connector_whose_offsets_are_elsewhere() {
         call("GET", &over_topic.url("/connectors/src/offsets"), None),
         (200, r#"{"offsets":[]}"#.into())
     );
+    // MirrorMaker 2's connectors check offsets themselves (Connect's 500 with their message) and
+    // answer for them (Connect's other success message).
+    let mm = over_topic.url("/connectors/mm/offsets");
+    let bad = r#"{"offsets":[{"partition":{"cluster":"a","topic":"t","partition":0},"offset":{"offset":"5"}}]}"#;
+    let (st, body) = call("PATCH", &mm, Some(bad));
+    assert_eq!(st, 500, "{body}");
+    assert!(
+        body.contains("Source offset {offset=5} for source partition {cluster=a, partition=0, topic=t} has an invalid value 5 for the 'offset' key, which must be an integer"),
+        "{body}"
+    );
+    assert_eq!(
+        call("GET", &mm, None),
+        (200, r#"{"offsets":[]}"#.into()),
+        "written anyway"
+    );
+    let good = r#"{"offsets":[{"partition":{"cluster":"a","topic":"t","partition":0},"offset":{"offset":5}}]}"#;
+    let (st, body) = call("PATCH", &mm, Some(good));
+    assert_eq!(st, 200, "{body}");
+    assert!(
+        body.contains("The offsets for this connector have been altered successfully"),
+        "{body}"
+    );
+    let (st, body) = call("DELETE", &mm, None);
+    assert_eq!(st, 200, "{body}");
+    assert!(
+        body.contains("The offsets for this connector have been reset successfully"),
+        "{body}"
+    );
+
     let group = format!(
         "kafka-group://{}/?group=connect-{{connector}}",
         kafka_util::bootstrap()

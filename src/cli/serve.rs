@@ -53,6 +53,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use connect_offsets::connector_checks::{Managed, check_alter};
 use connect_offsets::connector_offsets::ConnectorOffsets;
 use connect_offsets::metrics::PrometheusHandle;
 use connect_offsets::store::{OffsetStoreExt, StoreUrl};
@@ -90,6 +91,9 @@ pub(crate) struct ServeArgs {
 /// offsets themselves; ConnectorsResource; AbstractHerder).
 const ALTERED: &str = "The Connect framework-managed offsets for this connector have been altered successfully. However, if this connector manages offsets externally, they will need to be manually altered in the system that the connector uses.";
 const RESET: &str = "The Connect framework-managed offsets for this connector have been reset successfully. However, if this connector manages offsets externally, they will need to be manually reset in the system that the connector uses.";
+/// Connect's texts for a connector whose `alterOffsets` returned true (MirrorMaker 2's).
+const ALTERED_BY_CONNECTOR: &str = "The offsets for this connector have been altered successfully";
+const RESET_BY_CONNECTOR: &str = "The offsets for this connector have been reset successfully";
 const NO_OFFSETS: &str = "Partitions / offsets need to be provided for an alter offsets request";
 
 /// A connection's limits: Jetty's defaults where a Connect worker has them (a 30 s idle timeout,
@@ -495,37 +499,62 @@ impl Server {
         }
         let entries = doc.as_connect_patch_writes().into_entries(name);
         let n = entries.len();
-        if let Err(r) = self.modify(name, |store| store.write(entries)) {
-            return r;
-        }
+        // The connector's own check (`alterOffsets`), after the herder's: ConnectException, 500.
+        let class = self.class_of(name);
+        let check = || check_alter(&class, &entries).map_err(|e| Reply::error(500, &e));
+        let managed = match self.modify(name, check, |store| store.write(entries.clone())) {
+            Ok((managed, ())) => managed,
+            Err(r) => return r,
+        };
         tracing::info!(
             connector = name,
             entries = n,
             "offsets altered through the REST API"
         );
-        Reply::message(ALTERED)
+        Reply::message(match managed {
+            Managed::Framework => ALTERED,
+            Managed::Connector => ALTERED_BY_CONNECTOR,
+        })
     }
 
     fn reset_offsets(&mut self, name: &str) -> Reply {
-        match self.modify(name, |store| store.reset_namespace(name)) {
-            Ok(n) => tracing::info!(
-                connector = name,
-                partitions = n,
-                "offsets reset through the REST API"
-            ),
+        let class = self.class_of(name);
+        let check = || check_alter(&class, &[]).map_err(|e| Reply::error(500, &e));
+        let managed = match self.modify(name, check, |store| store.reset_namespace(name)) {
+            Ok((managed, n)) => {
+                tracing::info!(
+                    connector = name,
+                    partitions = n,
+                    "offsets reset through the REST API"
+                );
+                managed
+            }
             Err(r) => return r,
+        };
+        Reply::message(match managed {
+            Managed::Framework => RESET,
+            Managed::Connector => RESET_BY_CONNECTOR,
+        })
+    }
+
+    /// The `connector.class` the config topic gives `name` (empty without one).
+    fn class_of(&self, name: &str) -> String {
+        match self.cluster() {
+            Ok(Some(c)) => c.0.get(name).map(|c| c.class.clone()).unwrap_or_default(),
+            _ => String::new(),
         }
-        Reply::message(RESET)
     }
 
     /// Runs `change` on the store for connector `name` the way every modification must: the
-    /// connector's logs locked, the connector known, every logged batch applied. `Err` is the
-    /// reply that refused it.
-    fn modify<T>(
+    /// connector's logs locked, the connector known, every logged batch applied; `check` (the
+    /// connector's own, as `alterOffsets`) runs after the herder's checks. `Err` is the reply
+    /// that refused it.
+    fn modify<C, T>(
         &mut self,
         name: &str,
+        check: impl FnOnce() -> std::result::Result<C, Reply>,
         change: impl FnOnce(&dyn OffsetStore) -> Result<T>,
-    ) -> std::result::Result<T, Reply> {
+    ) -> std::result::Result<(C, T), Reply> {
         // As Connect's herder: an unknown connector first, then one that is not stopped.
         let cluster = self.cluster()?;
         if let Some(cluster) = &cluster {
@@ -545,6 +574,7 @@ impl Server {
                 return Err(r);
             }
         }
+        let checked = check()?;
         let _guards = self.lock_logs(name)?;
         let handle = self.open().map_err(|e| self.store_error(e, name, true))?;
         let store = handle.get();
@@ -560,7 +590,7 @@ impl Server {
         let done = change(store).map_err(|e| self.store_error(e, name, true))?;
         drop(handle);
         self.known.insert(name.to_string());
-        Ok(done)
+        Ok((checked, done))
     }
 }
 
