@@ -910,3 +910,30 @@ fn a_directory_with_other_files_is_not_made_a_store() {
         0o700
     );
 }
+
+/// `history` of a store that records none is an error naming the parameter, not an empty answer.
+#[test]
+fn history_of_a_store_without_history_says_how_to_keep_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("rocksdb://{}", dir.path().join("s").display());
+    let set = cli(&[
+        "set",
+        "--store",
+        &url,
+        "--connector",
+        "c",
+        "--partition",
+        r#"{"p":0}"#,
+        "--offset",
+        r#"{"o":1}"#,
+    ]);
+    assert!(set.status.success(), "{}", text(&set.stderr));
+    let out = cli(&["history", "--store", &url, "--connector", "c"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("holds no history for connector `c`") && err.contains("?history=<retention>"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}

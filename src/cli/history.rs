@@ -130,6 +130,13 @@ pub(crate) fn show(a: HistoryArgs) -> Result<ExitCode> {
             a.connector
         )));
     }
+    if h.horizon_us.is_none() {
+        return Err(connect_offsets::Error::Input(format!(
+            "the store holds no history for connector `{}`: it records how offsets move when \
+             opened with `?{HISTORY_PARAM}=<retention>` (e.g. {HISTORY_PARAM}=7d)",
+            a.connector
+        )));
+    }
     let mut shown: Vec<&Change> = h
         .changes
         .iter()
@@ -159,17 +166,14 @@ pub(crate) fn show(a: HistoryArgs) -> Result<ExitCode> {
     for why in &h.unreadable {
         note!("warning: a history record is left out: {why}");
     }
-    match h.horizon_us {
-        Some(t) => note!(
+    if let Some(t) = h.horizon_us {
+        note!(
             "{} change{} of connector `{}`, newest first; rewinds reach back to {}",
             shown.len(),
             if shown.len() == 1 { "" } else { "s" },
             a.connector,
             time::format_rfc3339(t)
-        ),
-        None => note!(
-            "the store holds no history (open it with `?{HISTORY_PARAM}=<retention>`, e.g. {HISTORY_PARAM}=7d)"
-        ),
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

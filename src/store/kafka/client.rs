@@ -23,10 +23,17 @@ pub(crate) struct Ctx {
     /// Which client (`reader`, `admin`, `writer <name>`), for log lines.
     role: String,
     last_error: Mutex<Option<String>>,
+    /// The last error warned about and when: librdkafka reports some (all brokers down) on every
+    /// reconnect attempt, and a repeat within [`REPEAT_QUIET`] goes to debug.
+    last_warned: Mutex<Option<(String, Instant)>>,
     auth_failed: AtomicBool,
     /// Delivery reports a producer waits for (see [`Deliveries`]).
     pub(crate) deliveries: Deliveries,
 }
+
+/// How long the same librdkafka error is warned about once (an unreachable broker is reported
+/// hundreds of times a second).
+const REPEAT_QUIET: Duration = Duration::from_secs(30);
 
 /// Counts a producer's delivery reports, so a writer can wait until every record it sent is
 /// acknowledged (or failed) without polling in fixed steps: the report wakes it.
@@ -103,6 +110,7 @@ impl Ctx {
             secrets,
             role: role.into(),
             last_error: Mutex::new(None),
+            last_warned: Mutex::new(None),
             auth_failed: AtomicBool::new(false),
             deliveries: Deliveries::default(),
         }
@@ -131,6 +139,22 @@ impl Ctx {
 
     pub(crate) fn scrub(&self, text: &str) -> String {
         self.secrets.scrub(text)
+    }
+
+    /// True if `text` was warned about within [`REPEAT_QUIET`]; else notes it as warned now.
+    fn warned_lately(&self, text: &str) -> bool {
+        let Ok(mut last) = self.last_warned.lock() else {
+            return false;
+        };
+        let now = Instant::now();
+        if let Some((t, at)) = last.as_ref()
+            && t == text
+            && now.duration_since(*at) < REPEAT_QUIET
+        {
+            return true;
+        }
+        *last = Some((text.to_string(), now));
+        false
     }
 
     /// Notes an error seen outside the callbacks (a consumer poll error, say).
@@ -251,7 +275,7 @@ impl ClientContext for Ctx {
         if is_auth(&error) {
             self.auth_failed.store(true, Ordering::SeqCst);
         }
-        if error_level(&error) == tracing::Level::DEBUG {
+        if error_level(&error) == tracing::Level::DEBUG || self.warned_lately(&text) {
             tracing::debug!(target: "librdkafka", role = %self.role, "{text}");
         } else {
             tracing::warn!(target: "librdkafka", role = %self.role, "{text}");
@@ -372,6 +396,18 @@ pub(crate) fn auth_error(bootstrap: &str, reason: &str) -> Error {
 mod tests {
     use super::*;
     use tracing::Level;
+
+    #[test]
+    fn the_same_error_is_warned_about_once_in_a_while() {
+        let ctx = Ctx::new(Arc::new(Secrets::default()), "reader");
+        assert!(!ctx.warned_lately("all brokers down"));
+        assert!(ctx.warned_lately("all brokers down"), "a repeat is quiet");
+        assert!(!ctx.warned_lately("auth failed"), "another error is news");
+        assert!(
+            !ctx.warned_lately("all brokers down"),
+            "and so is the first again after it"
+        );
+    }
 
     #[test]
     fn a_kafka_error_keeps_its_cause_without_secrets() {

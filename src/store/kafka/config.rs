@@ -376,6 +376,7 @@ impl KafkaStoreBuilder {
         if self.bootstrap.trim().is_empty() {
             return Err(bad("no brokers given (kafka://host:port/topic)".into()));
         }
+        validate_bootstrap(&self.bootstrap).map_err(bad)?;
         validate_topic(&self.topic).map_err(bad)?;
         if self.partitions < 1 {
             return Err(bad(format!(
@@ -456,6 +457,40 @@ impl KafkaStoreBuilder {
             max_message_bytes,
         })
     }
+}
+
+/// Each of `host:port[,host:port]` names a host and, if it has one, a port librdkafka can dial
+/// (it would otherwise dial nothing, or the local host, until the timeout).
+pub(crate) fn validate_bootstrap(list: &str) -> std::result::Result<(), String> {
+    for entry in list.split(',') {
+        let entry = entry.trim();
+        // librdkafka also takes `PLAINTEXT://host:port`.
+        let address = entry.split_once("://").map_or(entry, |(_, rest)| rest);
+        let (host, port) = match address.strip_prefix('[') {
+            Some(v6) => match v6.split_once(']') {
+                Some((host, rest)) => (host, rest.strip_prefix(':')),
+                None => return Err(format!("broker address `{entry}` lacks its closing `]`")),
+            },
+            None => match address.rsplit_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (address, None),
+            },
+        };
+        if entry.is_empty() {
+            return Err(format!("an empty broker address in `{}`", list.trim()));
+        }
+        if host.is_empty() {
+            return Err(format!("broker address `{entry}` has no host"));
+        }
+        if let Some(port) = port
+            && !port.parse::<u16>().is_ok_and(|p| p > 0)
+        {
+            return Err(format!(
+                "broker address `{entry}`: the port must be a number from 1 to 65535, not `{port}`"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Kafka's rule for topic names: 1 to 249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
@@ -815,6 +850,20 @@ mod tests {
     }
 
     #[test]
+    fn broker_addresses_librdkafka_can_dial_pass() {
+        for list in [
+            "h",
+            "h:1",
+            "a:1, b:65535",
+            "[::1]:9092",
+            "[::1]",
+            "SSL://h:9093",
+        ] {
+            assert_eq!(validate_bootstrap(list), Ok(()), "{list}");
+        }
+    }
+
+    #[test]
     fn refuses_what_would_break_the_guarantees() {
         for (url, word) in [
             (
@@ -836,6 +885,12 @@ mod tests {
             ("kafka://h:1/a/b", "topic name"),
             ("kafka://h:1/", "no topic"),
             ("kafka://h:1", "no topic"),
+            ("kafka://:9092/t", "has no host"),
+            ("kafka://h:99999/t", "not `99999`"),
+            ("kafka://h:0/t", "not `0`"),
+            ("kafka://h:x/t", "not `x`"),
+            ("kafka://h:1,/t", "an empty broker address"),
+            ("kafka://[::1/t", "closing `]`"),
         ] {
             let e = builder(url)
                 .and_then(|b| b.settings())

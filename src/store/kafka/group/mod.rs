@@ -186,6 +186,7 @@ impl KafkaGroupStore {
                 url.error("no brokers: use kafka-group://host:port/?group=connect-{connector}")
             );
         }
+        super::config::validate_bootstrap(hosts).map_err(|e| url.error(e))?;
         if !path.is_empty() {
             return Err(url.error(format!(
                 "a kafka-group:// URL has no path (`/{path}`): name the group with ?group=..."
