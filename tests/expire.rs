@@ -263,6 +263,20 @@ fn cli_expires_rocksdb_partitions_and_a_dry_run_writes_nothing() {
         run(&args)
     };
     let list = || kafka_util::cli(&["list", "--store", &url, "--connector", "files"]);
+    set("/kept");
+    let (code, _, err) = run(&[
+        "expire",
+        "--store",
+        &url,
+        "--connector",
+        "files",
+        "--older-than",
+        "0s",
+    ]);
+    assert_eq!(code, 2, "a zero age is a usage error: {err}");
+    assert!(err.contains("would reset every partition"), "{err}");
+    assert!(list().contains("/kept"), "nothing reset");
+    run(&["reset", "--store", &url, "--connector", "files", "--all"]);
     for round in 1..=5 {
         set("/old");
         std::thread::sleep(Duration::from_millis(2_100));

@@ -19,7 +19,7 @@ pub(crate) struct ExpireArgs {
     connector: String,
     /// Reset partitions not written for this long: a whole number and a unit (ms, s, m, h, d, w),
     /// e.g. 30d.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = older_than)]
     older_than: Duration,
     /// List the partitions that would be reset, with offset and age; write nothing.
     #[arg(long)]
@@ -27,6 +27,17 @@ pub(crate) struct ExpireArgs {
     /// Print the result as one JSON object.
     #[arg(long)]
     json: bool,
+}
+
+/// A zero age would reset every partition, whenever it was written: a slip, not an expiry.
+fn older_than(text: &str) -> std::result::Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d.is_zero() {
+        return Err(format!(
+            "`{text}` would reset every partition; to reset them all say `reset --all`"
+        ));
+    }
+    Ok(d)
 }
 
 pub(crate) fn run(a: ExpireArgs) -> Result<ExitCode> {
