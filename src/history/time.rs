@@ -12,36 +12,15 @@ pub fn now_us() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
-/// Parses a duration: a whole number and a unit, `ms`, `s`, `m`, `h`, `d` or `w` (`7d`, `90s`).
+/// Parses a retention: [`crate::expire::parse_duration`]'s form (`7d`, `90s`), longer than zero.
 pub fn parse_duration(s: &str) -> Result<Duration> {
-    let bad = |why: &str| {
-        Error::Config(format!(
-            "`{s}` is not a duration ({why}; e.g. 7d, 12h, 30m, 90s, 500ms)"
-        ))
-    };
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (digits, unit) = s.split_at(split);
-    if digits.is_empty() {
-        return Err(bad("it does not start with a number"));
+    let d = crate::expire::parse_duration(s).map_err(Error::Config)?;
+    if d.is_zero() {
+        return Err(Error::Config(format!(
+            "`{s}` is not a duration: it must be longer than zero"
+        )));
     }
-    let n: u64 = digits.parse().map_err(|_| bad("the number is too large"))?;
-    let unit_ms: u64 = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        "w" => 7 * 86_400_000,
-        "" => return Err(bad("the unit is missing")),
-        other => return Err(bad(&format!("unknown unit `{other}`"))),
-    };
-    let ms = n
-        .checked_mul(unit_ms)
-        .ok_or_else(|| bad("it is too long"))?;
-    if ms == 0 {
-        return Err(bad("it must be longer than zero"));
-    }
-    Ok(Duration::from_millis(ms))
+    Ok(d)
 }
 
 /// Formats `us` (microseconds since the epoch) as RFC 3339 in UTC, with six fraction digits, so that
@@ -214,7 +193,7 @@ mod tests {
         );
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
         for (s, why) in [
-            ("7", "unit is missing"),
+            ("7", "no unit"),
             ("d", "number"),
             ("7y", "unknown unit `y`"),
             ("0h", "longer than zero"),
