@@ -45,17 +45,20 @@ pub fn now_ms() -> u64 {
 /// Parses a duration such as `30d`, `12h`, `90m`, `45s` or `500ms` (one whole number and one
 /// unit; `w` for weeks too). The error says what was wrong.
 pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let bad = |why: String| {
+        format!(
+            "`{text}` is not a duration: {why} (a whole number and a unit, e.g. 30d, 12h, 90m, 45s or 500ms)"
+        )
+    };
     let t = text.trim();
     let digits = t.bytes().take_while(u8::is_ascii_digit).count();
     let (number, unit) = t.split_at(digits);
     if number.is_empty() {
-        return Err(format!(
-            "`{text}` is not a duration: expected a whole number and a unit, e.g. 30d, 12h, 90m, 45s or 500ms"
-        ));
+        return Err(bad("it does not start with a number".into()));
     }
     let n: u64 = number
         .parse()
-        .map_err(|_| format!("`{text}`: {number} is too large"))?;
+        .map_err(|_| bad(format!("{number} is too large")))?;
     let ms_per = match unit {
         "ms" => 1,
         "s" => 1_000,
@@ -63,16 +66,12 @@ pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
         "h" => 3_600_000,
         "d" => 86_400_000,
         "w" => 7 * 86_400_000,
-        "" => return Err(format!("`{text}` has no unit: say ms, s, m, h, d or w")),
-        other => {
-            return Err(format!(
-                "`{text}`: unknown unit `{other}` (expected ms, s, m, h, d or w)"
-            ));
-        }
+        "" => return Err(bad("it has no unit: say ms, s, m, h, d or w".into())),
+        other => return Err(bad(format!("unknown unit `{other}`"))),
     };
     n.checked_mul(ms_per)
         .map(Duration::from_millis)
-        .ok_or_else(|| format!("`{text}` is too long"))
+        .ok_or_else(|| bad("it is too long".into()))
 }
 
 /// A duration as an operator reads it, in its two largest units: `30d`, `3d 4h`, `2h 5m`, `45s`,
