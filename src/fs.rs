@@ -87,7 +87,9 @@ impl WalFs for RealFs {
         let mut names = Vec::new();
         for entry in std::fs::read_dir(dir)? {
             let entry = entry?;
-            if entry.file_type()?.is_file() {
+            // A log file linked from elsewhere is still the log's: leaving it out would lose it.
+            let kind = entry.file_type()?;
+            if kind.is_file() || kind.is_symlink() {
                 names.push(entry.file_name().to_string_lossy().into_owned());
             }
         }

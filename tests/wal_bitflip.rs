@@ -119,7 +119,7 @@ fn expected(log: &Log) -> Vec<(OffsetKey, Option<Offset>)> {
 /// batches `1..=applied`). Returns how many flips were refused.
 fn sweep(log: &Log, applied: u64, store: &dyn Fn() -> Arc<dyn OffsetStore>) -> usize {
     let want = expected(log);
-    let last_nonempty = log.files.iter().rposition(|(_, b)| !b.is_empty());
+    let newest = log.files.len() - 1;
     let mut shared = store();
     let mut refused = 0;
     let mut flips = 0;
@@ -141,7 +141,7 @@ fn sweep(log: &Log, applied: u64, store: &dyn Fn() -> Arc<dyn OffsetStore>) -> u
             }
             let path = &log.files[fi].0;
             let flipped = sim.contents(path).expect("the flipped file");
-            let inspected = scan_segment(path, &flipped, Some(fi) == last_nonempty);
+            let inspected = scan_segment(path, &flipped, fi == newest);
             let what = format!("frame {n} (seq {}), byte {} bit {bit}", n + 1, at - start);
             match CommitBuffer::open(Arc::clone(&shared), config(&sim)) {
                 Ok(buf) => {
@@ -238,6 +238,37 @@ fn every_cut_of_the_last_frame_is_a_torn_tail() {
             again.stats().applied_seq,
             BATCHES - 1,
             "cut at {cut}, reopened"
+        );
+    }
+}
+
+/// A segment followed by another, even an empty one (every open and rotation starts one), was
+/// synced whole before it: a cut in it is rot, refused, not a torn write to cut.
+#[test]
+fn a_cut_segment_before_an_empty_newest_one_is_refused() {
+    let log = write_log(true);
+    let &(fi, start, len) = log.frames.last().unwrap();
+    assert!(log.files[fi + 1].1.is_empty(), "an empty newest segment");
+    for cut in [start + 1, start + 10, start + len / 2, start + len - 1] {
+        let sim = SimFs::new();
+        for (i, (path, bytes)) in log.files.iter().enumerate() {
+            sim.put(path, if i == fi { &bytes[..cut] } else { bytes });
+        }
+        match CommitBuffer::open(memory(), config(&sim)) {
+            Err(Error::Corrupted { file, offset, .. }) => {
+                assert_eq!(file, log.files[fi].0, "cut at {cut}");
+                assert_eq!(offset as usize, start, "cut at {cut}");
+            }
+            Ok(buf) => panic!(
+                "cut at {cut}: reopened with applied_seq {}",
+                buf.stats().applied_seq
+            ),
+            Err(e) => panic!("cut at {cut}: expected Corrupted, got {e}"),
+        }
+        let inspected = scan_segment(&log.files[fi].0, &log.files[fi].1[..cut], false);
+        assert!(
+            matches!(inspected.last().unwrap().status, FrameStatus::Corrupt(_)),
+            "cut at {cut}: {inspected:?}"
         );
     }
 }

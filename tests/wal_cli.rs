@@ -329,3 +329,18 @@ fn a_rotted_length_in_the_newest_segment_is_corruption() {
         );
     }
 }
+
+/// A segment linked into the log directory is read, not left out as if the log were empty.
+#[test]
+fn a_linked_segment_is_part_of_the_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let real = tmp.path().join("real");
+    write_log(&real, 3);
+    let seg = segment(&real);
+    let dir = tmp.path().join("wal");
+    std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::symlink(&seg, dir.join(seg.file_name().unwrap())).unwrap();
+    let (code, j) = inspect_json(&dir);
+    assert_eq!(code, Some(0));
+    assert_eq!(member(&j, "intact"), &Json::Int(3));
+}

@@ -198,7 +198,7 @@ fn bad(file: &Path, region: reader::Region, status: fn(String) -> FrameStatus) -
     }
 }
 
-/// The frames of one segment's bytes. `is_last` says whether it is the newest non-empty segment
+/// The frames of one segment's bytes. `is_last` says whether it is the newest segment
 /// (only there can a tail be torn).
 pub fn scan_segment(path: &Path, bytes: &[u8], is_last: bool) -> Vec<FrameInfo> {
     SegmentReader::new(bytes, is_last, |_, _| false)
@@ -245,16 +245,17 @@ pub fn scan_with(fs: &dyn WalFs, dir: &Path) -> Result<LogScan> {
             .map_err(|e| Error::io("read log file", &path, e))?;
         contents.push((g, kind, path, bytes));
     }
-    let last_nonempty = contents
+    // Only the newest segment, empty or not, can end in a torn write (see `WalDir::open`).
+    let newest = contents
         .iter()
-        .rposition(|(_, k, _, b)| *k == LogFileKind::Segment && !b.is_empty());
+        .rposition(|(_, k, _, _)| *k == LogFileKind::Segment);
     let mut out = LogScan {
         dir: dir.to_path_buf(),
         files: Vec::new(),
     };
     for (i, (generation, kind, path, bytes)) in contents.into_iter().enumerate() {
         let frames = match kind {
-            LogFileKind::Segment => scan_segment(&path, &bytes, Some(i) == last_nonempty),
+            LogFileKind::Segment => scan_segment(&path, &bytes, Some(i) == newest),
             LogFileKind::Snapshot => match reader::read_snapshot(&bytes) {
                 Ok(f) => vec![decoded(&path, 0, f.kind, f.len, &f.batch)],
                 Err(r) => vec![bad(&path, r, FrameStatus::Corrupt)],

@@ -276,9 +276,12 @@ impl WalDir {
                     .map_err(|e| self.io("read segment", &path, e))?,
             ));
         }
-        let last_nonempty = contents.iter().rposition(|(_, _, b)| !b.is_empty());
+        // Only the newest segment can end in a torn write, even when it is empty: a segment is
+        // created (at open, after this cut, or on rotation, after a synced append) only once every
+        // older one is whole.
+        let newest = contents.len().checked_sub(1);
         for (i, (g, path, bytes)) in contents.iter().enumerate() {
-            let is_last = Some(i) == last_nonempty;
+            let is_last = Some(i) == newest;
             let mut end = 0usize;
             let mut last_seq = 0;
             for item in SegmentReader::new(bytes, is_last, skippable) {
