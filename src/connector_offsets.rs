@@ -225,7 +225,9 @@ impl OffsetsExport {
                         .into(),
                 ));
             };
-            let one = ConnectorOffsets::from_json(Json::Object(members), "the document")
+            let doc = Json::Object(members);
+            lacks_offsets(&doc, "the document").map_err(|e| in_connector(name, e))?;
+            let one = ConnectorOffsets::from_json(doc, "the document")
                 .map_err(|e| in_connector(name, e))?;
             return Ok(OffsetsExport {
                 connectors: vec![(name.to_string(), one)],
@@ -245,6 +247,7 @@ impl OffsetsExport {
                 if connector.is_some_and(|c| c != conn) {
                     continue;
                 }
+                lacks_offsets(&doc, "its document").map_err(|e| in_connector(&conn, e))?;
                 let offsets = ConnectorOffsets::from_json(doc, "its document")
                     .map_err(|e| in_connector(&conn, e))?;
                 out.push((conn, offsets));
@@ -256,6 +259,23 @@ impl OffsetsExport {
             return Err(bad(format!("the document has no connector `{c}`")));
         }
         Ok(OffsetsExport { connectors: out })
+    }
+}
+
+/// An import names each connector's offsets, even none (`[]`): a document without them is a
+/// mistake or a cut file, and with `--replace` it would reset the whole connector.
+fn lacks_offsets(doc: &Json, what: &str) -> std::result::Result<(), String> {
+    match doc {
+        Json::Object(members)
+            if !members
+                .iter()
+                .any(|(n, v)| n == "offsets" && !matches!(v, Json::Null)) =>
+        {
+            Err(format!(
+                "{what} has no `offsets` list (write `\"offsets\":[]` for a connector with none)"
+            ))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -364,6 +384,21 @@ mod tests {
                 &r#"{"connectors":{"b":{"offsets":{}}}}"#.to_string(),
                 None,
                 "connector `b`: `offsets` in its document must be an array",
+            ),
+            (
+                &r#"{"connectors":{"keep":{}}}"#.to_string(),
+                None,
+                "connector `keep`: its document has no `offsets` list",
+            ),
+            (
+                &r#"{"connectors":{"keep":{"offsets":null}}}"#.to_string(),
+                None,
+                "connector `keep`: its document has no `offsets` list",
+            ),
+            (
+                &"{}".to_string(),
+                Some("keep"),
+                "connector `keep`: the document has no `offsets` list",
             ),
         ] {
             let e = OffsetsExport::parse(doc.as_bytes(), connector)

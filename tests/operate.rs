@@ -121,6 +121,25 @@ fn export_reset_import_round_trip() {
     ]);
     ok(&out);
     assert!(text(&out.stderr).contains("reset 1 partition of connector `file-source`"));
+    // A connector with nothing to reset is most likely a typo: exit 3, and no override recorded.
+    for once in [&[][..], &["--once", "wipe-typo"][..]] {
+        let mut args = vec![
+            "reset",
+            "--store",
+            &db,
+            "--connector",
+            "file-sourse",
+            "--all",
+        ];
+        args.extend_from_slice(once);
+        let out = cli(&args);
+        assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("connector `file-sourse` has no offsets in this store"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
     assert_eq!(ok(&cli(&["connectors", "--store", &db])), "orders-sink\n");
 
     // Import the export back (from stdin): everything returns.

@@ -256,6 +256,15 @@ pub(crate) fn reset(a: ResetArgs) -> Result<ExitCode> {
             .map(|(k, _)| (k, None))
             .collect(),
     };
+    if entries.is_empty() {
+        // Most likely a mistyped name: say so rather than report a reset of nothing.
+        note!(
+            "connector `{}` has no offsets in this store: nothing to reset (check the name; \
+             `connectors` lists them)",
+            a.connector
+        );
+        return Ok(ExitCode::from(NOT_FOUND));
+    }
     if let Some(id) = &a.once {
         let n = entries.len();
         OnceOverride::new(id.clone(), entries)?.apply_to(&*store, "cli")?;
