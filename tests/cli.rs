@@ -937,3 +937,60 @@ fn history_of_a_store_without_history_says_how_to_keep_it() {
     );
     assert!(out.stdout.is_empty());
 }
+
+/// A write into memory:// from a command would be acknowledged and lost at exit: refused.
+#[test]
+fn set_and_import_into_memory_are_refused() {
+    let doc = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        doc.path(),
+        r#"{"offsets":[{"partition":{"f":1},"offset":{"p":1}}]}"#,
+    )
+    .unwrap();
+    let input = doc.path().to_str().unwrap();
+    for args in [
+        &[
+            "set",
+            "--store",
+            "memory://",
+            "--connector",
+            "c",
+            "--partition",
+            r#"{"f":1}"#,
+            "--offset",
+            r#"{"p":1}"#,
+        ][..],
+        &[
+            "import",
+            "--store",
+            "memory://",
+            "--connector",
+            "c",
+            "--input",
+            input,
+        ][..],
+    ] {
+        let out = cli(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&out.stderr).contains("into memory:// would be lost when the command exits"),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    let dry = cli(&[
+        "import",
+        "--store",
+        "memory://",
+        "--connector",
+        "c",
+        "--input",
+        input,
+        "--dry-run",
+    ]);
+    assert!(
+        dry.status.success(),
+        "a dry run writes nothing: {}",
+        text(&dry.stderr)
+    );
+}

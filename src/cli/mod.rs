@@ -205,6 +205,19 @@ pub(crate) fn open(store: &StoreArg) -> connect_offsets::Result<Box<dyn OffsetSt
     connect_offsets::open(&store.url())
 }
 
+/// Refuses a write to `memory://` from a command: the store ends with the process, so the change
+/// would be acknowledged and then lost (`serve` and `bench` keep theirs while they run).
+pub(crate) fn refuse_volatile(store: &StoreArg, command: &str) -> connect_offsets::Result<()> {
+    if connect_offsets::store::StoreUrl::parse(&store.url())?.scheme == "memory" {
+        return Err(Error::Input(format!(
+            "`{command}` into memory:// would be lost when the command exits (a memory store lives \
+             as long as its process): name a store that keeps it, e.g. rocksdb:///path or \
+             kafka://host:port/topic"
+        )));
+    }
+    Ok(())
+}
+
 /// The store of a command that reads or changes what is there: one that does not exist (a
 /// mistyped path or topic) is refused, not created empty.
 pub(crate) fn open_existing(store: &StoreArg) -> connect_offsets::Result<Box<dyn OffsetStore>> {

@@ -13,7 +13,10 @@ use connect_offsets::wal::frame::FrameKind;
 use connect_offsets::wal::inspect;
 use connect_offsets::{Error, OffsetKey, OffsetStore, Result};
 
-use super::{NOT_FOUND, StoreArg, open, open_existing, parse_key, parse_offset, print, quoted};
+use super::{
+    NOT_FOUND, StoreArg, open, open_existing, parse_key, parse_offset, print, quoted,
+    refuse_volatile,
+};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ConnectorsArgs {
@@ -223,6 +226,7 @@ pub(crate) fn set(a: SetArgs) -> Result<ExitCode> {
     check_connector_name(&a.connector)?;
     let key = parse_key(&a.connector, &a.partition)?;
     let offset = parse_offset(&a.offset)?;
+    refuse_volatile(&a.store, "set")?;
     let store = open(&a.store)?;
     store.set(key, offset)?;
     Ok(ExitCode::SUCCESS)
@@ -357,6 +361,9 @@ pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
         }
     };
     let mut doc = OffsetsExport::parse(&bytes, a.connector.as_deref())?;
+    if !a.dry_run {
+        refuse_volatile(&a.store, "import")?;
+    }
     for (name, _) in &doc.connectors {
         check_connector_name(name)?;
     }
