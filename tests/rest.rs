@@ -192,9 +192,10 @@ fn a_log_held_by_a_running_writer_refuses_modification() {
             "{text}"
         );
     }
-    // Reads are fine meanwhile.
-    let (st, _, _) = call("GET", &url, None);
-    assert_eq!(st, 200);
+    // Reads too (409, retry later): the running worker goes on from what its log holds.
+    let (st, _, text) = call("GET", &url, None);
+    assert_eq!(st, 409, "{text}");
+    assert!(text.contains("while its worker runs"), "{text}");
     // The writer commits a batch and stops; the server's store has not applied it (another
     // store): changing offsets now would be undone by the replay, so 409.
     buffer
@@ -210,6 +211,14 @@ fn a_log_held_by_a_running_writer_refuses_modification() {
     assert_eq!(st, 409, "{text}");
     assert!(
         text.contains("worker-1") && text.contains("has not applied"),
+        "{text}"
+    );
+    // A read would answer offsets older than the replay makes them.
+    let (st, _, text) = call("GET", &url, None);
+    assert_eq!(st, 409, "{text}");
+    assert!(
+        text.contains("has not applied")
+            && text.contains("older than what the writer goes on from"),
         "{text}"
     );
 }

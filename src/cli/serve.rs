@@ -380,6 +380,12 @@ impl Server {
             Ok(h) => h,
             Err(e) => return self.store_error(e, name, false),
         };
+        if let Err(r) = self.check_logs_idle(name) {
+            return r;
+        }
+        if let Err(r) = self.check_logs_applied(handle.get(), true) {
+            return r;
+        }
         let parts = match handle.get().partitions(name) {
             Ok(p) => p,
             Err(e) => return self.store_error(e, name, false),
@@ -449,9 +455,31 @@ impl Server {
         Ok(guards)
     }
 
-    /// Refuses when a log holds batches the store has not applied: they would be replayed over the
-    /// modification when the writer starts.
-    fn check_logs_applied(&self, store: &dyn OffsetStore) -> std::result::Result<(), Reply> {
+    /// Refuses a read (409) while a commit buffer holds one of the logs: its worker runs, and what
+    /// the store holds now is not what the worker goes on from.
+    fn check_logs_idle(&self, name: &str) -> std::result::Result<(), Reply> {
+        self.lock_logs(name).map(drop).map_err(|r| {
+            if r.status == 400 {
+                Reply::error(
+                    409,
+                    &format!(
+                        "The offsets of connector {name} cannot be read while its worker runs (its commit buffer holds a log given with --wal-dir)"
+                    ),
+                )
+            } else {
+                r
+            }
+        })
+    }
+
+    /// Refuses when a log holds batches the store has not applied: they would be replayed over a
+    /// modification when the writer starts, and a read would answer older offsets than the writer
+    /// goes on from.
+    fn check_logs_applied(
+        &self,
+        store: &dyn OffsetStore,
+        for_read: bool,
+    ) -> std::result::Result<(), Reply> {
         for dir in &self.wal_dirs {
             let scan = inspect::scan(dir).map_err(|e| Reply::error(500, &e.to_string()))?;
             // A corrupt frame may be a batch the store has not applied.
@@ -471,10 +499,15 @@ impl Server {
                     .applied_seq(writer)
                     .map_err(|e| Reply::error(500, &e.to_string()))?;
                 if seq > applied {
+                    let consequence = if for_read {
+                        "its offsets are older than what the writer goes on from when it starts"
+                    } else {
+                        "they would be replayed over this change when the writer starts"
+                    };
                     return Err(Reply::error(
                         409,
                         &format!(
-                            "The log {} holds batches of writer `{writer}` up to seq {seq} that the offset store {} has not applied (it has {applied}); they would be replayed over this change when the writer starts. Start the worker once so it replays them, stop it, and retry",
+                            "The log {} holds batches of writer `{writer}` up to seq {seq} that the offset store {} has not applied (it has {applied}); {consequence}. Start the worker once so it replays them, stop it, and retry",
                             dir.display(),
                             self.shown_url
                         ),
@@ -586,7 +619,7 @@ impl Server {
                 Err(e) => return Err(self.store_error(e, name, true)),
             }
         }
-        self.check_logs_applied(store)?;
+        self.check_logs_applied(store, false)?;
         let done = change(store).map_err(|e| self.store_error(e, name, true))?;
         drop(handle);
         self.known.insert(name.to_string());
