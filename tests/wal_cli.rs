@@ -344,3 +344,36 @@ fn a_linked_segment_is_part_of_the_log() {
     assert_eq!(code, Some(0));
     assert_eq!(member(&j, "intact"), &Json::Int(3));
 }
+
+/// `lag --wal-dir` counts each connector's own entries of a batch the store has not applied, not
+/// the whole batch once per connector it touches.
+#[test]
+fn lag_counts_each_connectors_unapplied_entries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("wal");
+    write_log(&dir, 4); // per batch: 2 entries of `files`, 1 of `other`
+    let out = cli(&[
+        "lag",
+        "--store",
+        "memory://",
+        "--wal-dir",
+        dir.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let got = text(&out.stdout);
+    for (name, n) in [("files", 8), ("other", 4)] {
+        assert!(
+            got.contains(&format!(r#""name":"{name}","#))
+                && got.contains(&format!(
+                    r#""name":"{name}","partitions":0,"sink_partitions":0,"commit_age_s":"#
+                )),
+            "{got}"
+        );
+        let at = got.find(&format!(r#""name":"{name}""#)).unwrap();
+        assert!(
+            got[at..].contains(&format!(r#""unapplied_entries":{n},"#)),
+            "{name}: {got}"
+        );
+    }
+}

@@ -628,7 +628,7 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
                 .and_then(|t| t.elapsed().ok())
                 .map(|d| d.as_secs_f64());
             for f in &file.frames {
-                for c in &f.connectors {
+                for (c, entries) in f.connectors.iter().zip(&f.connector_entries) {
                     let row = match rows.iter_mut().position(|r| &r.connector == c) {
                         Some(i) => &mut rows[i],
                         None => {
@@ -651,7 +651,7 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
                         && f.kind == Some(FrameKind::Batch)
                         && seq > applied.get(w).copied().unwrap_or(0)
                     {
-                        row.unapplied += f.entries.unwrap_or(0);
+                        row.unapplied += entries;
                     }
                 }
             }

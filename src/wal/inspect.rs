@@ -12,7 +12,7 @@
 //! segment (a corrupt snapshot file is removed whole). Without one it refuses, naming the first
 //! corrupt file and offset.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::frame::FrameKind;
@@ -67,6 +67,8 @@ pub struct FrameInfo {
     pub entries: Option<usize>,
     /// Connectors (namespaces) the batch touches, sorted.
     pub connectors: Vec<String>,
+    /// The batch's entries of each of `connectors`, in their order.
+    pub connector_entries: Vec<usize>,
 }
 
 /// One file of the log.
@@ -145,7 +147,7 @@ impl LogScan {
 
     /// Per writer, the seqs of intact batch frames as ranges `(first, last)` with no gap.
     pub fn seq_ranges(&self) -> Vec<(String, Vec<(u64, u64)>)> {
-        let mut by_writer: std::collections::BTreeMap<String, BTreeSet<u64>> = Default::default();
+        let mut by_writer: BTreeMap<String, BTreeSet<u64>> = Default::default();
         for f in self.frames() {
             if let (Some(w), Some(s), Some(FrameKind::Batch)) = (&f.writer, f.seq, f.kind) {
                 by_writer.entry(w.clone()).or_default().insert(s);
@@ -168,7 +170,10 @@ impl LogScan {
 }
 
 fn decoded(file: &Path, offset: usize, kind: FrameKind, len: usize, batch: &Batch) -> FrameInfo {
-    let connectors: BTreeSet<&str> = batch.entries.keys().map(|k| k.namespace()).collect();
+    let mut connectors: BTreeMap<&str, usize> = BTreeMap::new();
+    for k in batch.entries.keys() {
+        *connectors.entry(k.namespace()).or_default() += 1;
+    }
     FrameInfo {
         file: file.to_path_buf(),
         offset: offset as u64,
@@ -179,7 +184,8 @@ fn decoded(file: &Path, offset: usize, kind: FrameKind, len: usize, batch: &Batc
         writer: Some(batch.writer.clone()),
         seq: Some(batch.seq),
         entries: Some(batch.entries.len()),
-        connectors: connectors.into_iter().map(str::to_string).collect(),
+        connectors: connectors.keys().map(|c| c.to_string()).collect(),
+        connector_entries: connectors.into_values().collect(),
     }
 }
 
@@ -195,6 +201,7 @@ fn bad(file: &Path, region: reader::Region, status: fn(String) -> FrameStatus) -
         seq: None,
         entries: None,
         connectors: Vec::new(),
+        connector_entries: Vec::new(),
     }
 }
 
