@@ -266,6 +266,11 @@ fn corruption_needs_quarantine_and_then_the_buffer_opens() {
         "--json",
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("batches 2..2 of writer `w1` are missing from the log"),
+        "repair says what a writer will refuse: {}",
+        text(&out.stderr)
+    );
     let j = json::parse(text(&out.stdout).trim().as_bytes()).unwrap();
     let Json::Array(q) = member(&j, "quarantined") else {
         panic!()
@@ -277,9 +282,17 @@ fn corruption_needs_quarantine_and_then_the_buffer_opens() {
         letters.contains("\"source\":\"wal\"") && letters.contains("checksum mismatch"),
         "{letters}"
     );
+    // Inspect no longer calls the log whole: seq 2 is missing from the chain (exit 4).
     let (code, j) = inspect_json(&copy);
-    assert_eq!(code, Some(0));
+    assert_eq!(code, Some(4));
     assert_eq!(member(&j, "intact"), &Json::Int(2));
+    assert_eq!(member(&j, "corrupt"), &Json::Int(0));
+    let Json::Array(gaps) = member(&j, "gaps") else {
+        panic!()
+    };
+    assert_eq!(gaps.len(), 1, "{gaps:?}");
+    assert_eq!(member(&gaps[0], "first"), &Json::Int(2));
+    assert_eq!(member(&gaps[0], "last"), &Json::Int(2));
 
     // The log now lacks seq 2: a buffer on a store that holds seq 1..3 opens fine; one whose store
     // lacks them refuses with the default policy (recovery names the gap).

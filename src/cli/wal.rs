@@ -50,7 +50,11 @@ pub(crate) fn run(command: WalCommand) -> Result<ExitCode> {
             } else {
                 print_table(&scan)?;
             }
-            Ok(if scan.corrupt().is_empty() {
+            let gaps = scan.gaps();
+            for (w, a, b) in &gaps {
+                note!("{}", gap_text(w, *a, *b));
+            }
+            Ok(if scan.corrupt().is_empty() && gaps.is_empty() {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(CORRUPT)
@@ -66,6 +70,10 @@ pub(crate) fn run(command: WalCommand) -> Result<ExitCode> {
                 DeadLetterFile::new(dead_letter.unwrap_or_else(|| dir.join("dead-letter.jsonl")))
             });
             let report = inspect::repair(&dir, dl.as_ref())?;
+            // Quarantined batches leave the chain: say what a writer will then refuse.
+            for (w, a, b) in inspect::scan(&dir)?.gaps() {
+                note!("{}", gap_text(&w, a, b));
+            }
             if json {
                 let list = |v: &[(PathBuf, u64, u64)], a: &str, b: &str| {
                     v.iter()
@@ -125,6 +133,13 @@ pub(crate) fn run(command: WalCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn gap_text(writer: &str, first: u64, last: u64) -> String {
+    format!(
+        "warning: batches {first}..{last} of writer `{writer}` are missing from the log (quarantined \
+         or removed): a writer refuses to open it unless its store already holds them"
+    )
 }
 
 fn kind(f: &FrameInfo) -> &'static str {
@@ -228,12 +243,17 @@ fn scan_json(scan: &LogScan) -> String {
         })
         .collect();
     format!(
-        "{{\"dir\":{},\"files\":{},\"intact\":{},\"torn\":{},\"corrupt\":{},\"frames\":[{}]}}",
+        "{{\"dir\":{},\"files\":{},\"intact\":{},\"torn\":{},\"corrupt\":{},\"gaps\":[{}],\"frames\":[{}]}}",
         quoted(&scan.dir.display().to_string()),
         scan.files.len(),
         scan.intact(),
         scan.torn().is_some(),
         scan.corrupt().len(),
+        scan.gaps()
+            .iter()
+            .map(|(w, a, b)| format!("{{\"writer\":{},\"first\":{a},\"last\":{b}}}", quoted(w)))
+            .collect::<Vec<_>>()
+            .join(","),
         frames.join(",")
     )
 }

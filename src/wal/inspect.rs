@@ -145,6 +145,45 @@ impl LogScan {
         })
     }
 
+    /// Batches missing from the log's chain, as `(writer, first, last)`: read as recovery reads
+    /// (the newest intact snapshot, then the segments after it), each batch must follow the one
+    /// before. A writer refuses to open the log over such a gap unless its store holds the missing
+    /// batches already; only repair's quarantine or a hand leaves one.
+    pub fn gaps(&self) -> Vec<(String, u64, u64)> {
+        let intact = |f: &&LogFile| f.frames.iter().all(|fr| fr.status == FrameStatus::Ok);
+        let snapshot = self
+            .files
+            .iter()
+            .rev()
+            .find(|f| f.kind == LogFileKind::Snapshot && intact(f));
+        let mut last: BTreeMap<&str, u64> = BTreeMap::new();
+        if let Some(snap) = snapshot {
+            for fr in &snap.frames {
+                if let (Some(w), Some(s)) = (&fr.writer, fr.seq) {
+                    last.insert(w, s);
+                }
+            }
+        }
+        let after = snapshot.map(|f| f.generation);
+        let mut gaps = Vec::new();
+        for file in self
+            .files
+            .iter()
+            .filter(|f| f.kind == LogFileKind::Segment && after.is_none_or(|g| f.generation > g))
+        {
+            for fr in &file.frames {
+                if let (Some(w), Some(s), Some(FrameKind::Batch)) = (&fr.writer, fr.seq, fr.kind) {
+                    let prev = last.entry(w).or_insert(s);
+                    if s > *prev + 1 {
+                        gaps.push((w.clone(), *prev + 1, s - 1));
+                    }
+                    *prev = (*prev).max(s);
+                }
+            }
+        }
+        gaps
+    }
+
     /// Per writer, the seqs of intact batch frames as ranges `(first, last)` with no gap.
     pub fn seq_ranges(&self) -> Vec<(String, Vec<(u64, u64)>)> {
         let mut by_writer: BTreeMap<String, BTreeSet<u64>> = Default::default();
