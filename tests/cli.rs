@@ -994,3 +994,42 @@ fn set_and_import_into_memory_are_refused() {
         text(&dry.stderr)
     );
 }
+
+/// Commands racing to open one new RocksDB store: each either writes or is refused as locked (the
+/// error scripts retry on), never with another error, and every write that succeeded is there.
+#[test]
+fn racing_opens_of_one_rocksdb_store_are_refused_as_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("rocksdb://{}", dir.path().join("db").display());
+    let children: Vec<_> = (0..12)
+        .map(|i| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
+                .args(["set", "--store", &url, "--connector", "c"])
+                .args([
+                    "--partition",
+                    &format!(r#"{{"k":{i}}}"#),
+                    "--offset",
+                    r#"{"v":1}"#,
+                ])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect::<Vec<_>>();
+    let mut written = Vec::new();
+    for (i, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().unwrap();
+        if out.status.success() {
+            written.push(i);
+        } else {
+            let err = text(&out.stderr);
+            assert!(err.contains("locked by another process"), "{i}: {err}");
+        }
+    }
+    assert!(!written.is_empty());
+    let list = text(&cli(&["list", "--store", &url, "--connector", "c"]).stdout);
+    for i in written {
+        assert!(list.contains(&format!(r#"{{"k":{i}}}"#)), "{i}: {list}");
+    }
+}

@@ -46,6 +46,8 @@ pub struct RocksDbOptions {
 /// Offsets in a RocksDB database directory.
 pub struct RocksDbStore {
     db: DB,
+    /// Held until `db` has closed (fields drop in order): see [`lock_dir`].
+    _dir_lock: std::fs::File,
     path: PathBuf,
     sync: bool,
     /// Batches are in the memtable that RocksDB's log does not hold: `persist` flushes it.
@@ -83,6 +85,10 @@ impl RocksDbStore {
         tune: impl FnOnce(&mut Options),
     ) -> Result<Self> {
         let path = path.to_path_buf();
+        if !path.is_dir() {
+            create_private(&path)?;
+        }
+        let dir_lock = lock_dir(&path)?;
         private_dir(&path)?;
         let mut opts = Options::default();
         opts.create_if_missing(true);
@@ -108,6 +114,7 @@ impl RocksDbStore {
         })?;
         let store = RocksDbStore {
             db,
+            _dir_lock: dir_lock,
             path,
             sync: options.sync,
             unlogged: AtomicBool::new(false),
@@ -317,14 +324,54 @@ struct Rows {
     shown: Option<Vec<usize>>,
 }
 
+/// An exclusive `flock` on the store's directory, taken before anything in it is looked at and held
+/// while the store is open. RocksDB takes its own LOCK only after rotating its info log, so two
+/// processes opening one directory at once failed there with unrelated errors, and it tells a second
+/// open in one process only by the path's spelling.
+fn lock_dir(path: &Path) -> Result<std::fs::File> {
+    let dir = std::fs::File::open(path).map_err(|e| Error::io("open directory", path, e))?;
+    match dir.try_lock() {
+        Ok(()) => Ok(dir),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
+            path: path.to_path_buf(),
+            reason: "the store is open in another process or handle".into(),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock directory", path, e)),
+    }
+}
+
+/// Names RocksDB gives the files of a store: a directory holding only these is a store a crash
+/// stopped while it was being created, not someone else's directory.
+fn is_rocksdb_file(name: &str) -> bool {
+    matches!(name, "CURRENT" | "IDENTITY" | "LOCK" | "LOG")
+        || ["LOG.old.", "OPTIONS-", "MANIFEST-"]
+            .iter()
+            .any(|p| name.starts_with(p))
+        || [".log", ".sst", ".blob", ".dbtmp"]
+            .iter()
+            .any(|s| name.ends_with(s))
+}
+
+fn create_private(path: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| Error::io("create directory", path, e))
+}
+
 /// Creates `path` (and parents) with mode 0700, or tightens an existing directory to 0700: one
 /// that is empty or holds a store. Any other is refused: a store takes a directory of its own
 /// (`rocksdb:///` would have made `/` unreadable to every other user).
 pub(crate) fn private_dir(path: &Path) -> Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    use std::os::unix::fs::PermissionsExt;
     if path.is_dir() {
-        let mut entries = std::fs::read_dir(path).map_err(|e| Error::io("list", path, e))?;
-        if !path.join("CURRENT").is_file() && entries.next().is_some() {
+        let entries = std::fs::read_dir(path).map_err(|e| Error::io("list", path, e))?;
+        let foreign = entries
+            .filter_map(|e| e.ok())
+            .any(|e| !is_rocksdb_file(&e.file_name().to_string_lossy()));
+        if !path.join("CURRENT").is_file() && foreign {
             return Err(Error::Config(format!(
                 "{} is not empty and holds no RocksDB store: a store takes a directory of its own \
                  (a new or empty one), whose permissions it sets to 0700 and which it fills with \
@@ -342,11 +389,7 @@ pub(crate) fn private_dir(path: &Path) -> Result<()> {
         }
         return Ok(());
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .map_err(|e| Error::io("create directory", path, e))
+    create_private(path)
 }
 
 fn offset_key(id: &[u8]) -> Vec<u8> {
@@ -584,6 +627,34 @@ mod tests {
     use super::*;
     use crate::store::OffsetStoreExt;
     use crate::{OffsetKey, Partition};
+
+    /// One store directory is open once: a second open, however the path is spelled, is refused as
+    /// locked; a directory a crash left with only RocksDB's first files opens as a new store.
+    #[test]
+    fn a_directory_is_open_once_and_a_half_made_one_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let first = RocksDbStore::open(&path).unwrap();
+        let spelled = format!("{}/./", path.display());
+        match RocksDbStore::open(&spelled) {
+            Err(Error::Locked { .. }) => {}
+            Err(e) => panic!("expected Locked, got {e}"),
+            Ok(_) => panic!("opened twice"),
+        }
+        drop(first);
+        RocksDbStore::open(&spelled).expect("open again once closed");
+
+        let half = dir.path().join("half");
+        std::fs::create_dir(&half).unwrap();
+        std::fs::write(half.join("LOCK"), b"").unwrap();
+        std::fs::write(half.join("LOG"), b"started\n").unwrap();
+        RocksDbStore::open(&half).expect("a store a crash stopped while it was made");
+        let other = dir.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join("LOG"), b"").unwrap();
+        std::fs::write(other.join("notes.txt"), b"mine").unwrap();
+        assert!(RocksDbStore::open(&other).is_err(), "someone else's files");
+    }
 
     /// An offset stored before write times were kept (no time in its header) still reads, and has
     /// no time; one written now has one.
