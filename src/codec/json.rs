@@ -715,6 +715,12 @@ impl Parser<'_> {
         if self.i == int_start {
             return self.err("expected a digit");
         }
+        // Jackson's ObjectMapper (Connect's REST bodies) refuses `01`; its JsonConverter reading
+        // records takes it, so only what a person wrote is held to it.
+        if self.strict && self.i - int_start > 1 && self.b[int_start] == b'0' {
+            self.i = int_start;
+            return self.err("a number with a leading zero");
+        }
         let mut integral = true;
         if self.b.get(self.i) == Some(&b'.') {
             integral = false;
@@ -770,6 +776,25 @@ mod tests {
         let mut out = Vec::new();
         java_double(f, &mut out);
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn only_the_strict_parse_refuses_leading_zeros() {
+        for text in [&b"01"[..], b"-01", b"00.5", b"{\"p\":007}"] {
+            assert!(
+                parse_strict(text).is_err(),
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+            assert!(parse(text).is_ok(), "{}", String::from_utf8_lossy(text));
+        }
+        for text in [&b"0"[..], b"-0", b"0.5", b"0e3", b"10", b"-0.01"] {
+            assert!(
+                parse_strict(text).is_ok(),
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+        }
     }
 
     #[test]
