@@ -121,6 +121,11 @@ pub enum Error {
     #[error("{0}")]
     Config(String),
 
+    /// The store a command reads or changes does not exist (a mistyped path or topic): it is not
+    /// created for it.
+    #[error("{0}")]
+    NoStore(String),
+
     /// Input that cannot be used as it is (beyond the offset data itself, see [`Error::InvalidData`]).
     #[error("{0}")]
     Input(String),

@@ -1047,3 +1047,39 @@ fn racing_opens_of_one_rocksdb_store_are_refused_as_locked() {
         assert!(list.contains(&format!(r#"{{"k":{i}}}"#)), "{i}: {list}");
     }
 }
+
+/// A dry run creates nothing: an import or a migration into a store not there yet is planned
+/// against an empty one, and the store is still not there afterwards.
+#[test]
+fn dry_runs_into_a_new_store_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("doc.json");
+    std::fs::write(
+        &doc,
+        r#"{"offsets":[{"partition":{"f":1},"offset":{"p":1}}]}"#,
+    )
+    .unwrap();
+    let from = format!("rocksdb://{}", dir.path().join("from").display());
+    let new = dir.path().join("new");
+    let to = format!("rocksdb://{}", new.display());
+    let import = |store: &str, dry: bool| {
+        let mut args = vec!["import", "--store", store, "--connector", "c"];
+        args.extend(["--input", doc.to_str().unwrap()]);
+        if dry {
+            args.push("--dry-run");
+        }
+        cli(&args)
+    };
+    assert!(import(&from, false).status.success());
+    let out = import(&to, true);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("would import connector `c`: 1 set"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!new.exists(), "the dry import created the store");
+    let out = cli(&["migrate", "--from", &from, "--to", &to, "--dry-run"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!new.exists(), "the dry migration created the store");
+}

@@ -205,6 +205,24 @@ pub(crate) fn open(store: &StoreArg) -> connect_offsets::Result<Box<dyn OffsetSt
     connect_offsets::open(&store.url())
 }
 
+/// The store a command writes to, or with `dry_run` the one it plans against: a dry run creates
+/// nothing, so a store not there yet is planned against as empty.
+pub(crate) fn open_target(
+    url: &str,
+    dry_run: bool,
+) -> connect_offsets::Result<Box<dyn OffsetStore>> {
+    if !dry_run {
+        return connect_offsets::open(url);
+    }
+    match connect_offsets::open_existing(url) {
+        Err(Error::NoStore(why)) => {
+            note!("{why}; the dry run plans against an empty store");
+            Ok(Box::new(connect_offsets::store::MemoryStore::new()))
+        }
+        other => other,
+    }
+}
+
 /// Refuses a write to `memory://` from a command: the store ends with the process, so the change
 /// would be acknowledged and then lost (`serve` and `bench` keep theirs while they run).
 pub(crate) fn refuse_volatile(store: &StoreArg, command: &str) -> connect_offsets::Result<()> {

@@ -14,7 +14,7 @@ use connect_offsets::wal::inspect;
 use connect_offsets::{Error, OffsetKey, OffsetStore, Result};
 
 use super::{
-    NOT_FOUND, StoreArg, open, open_existing, parse_key, parse_offset, print, quoted,
+    NOT_FOUND, StoreArg, open, open_existing, open_target, parse_key, parse_offset, print, quoted,
     refuse_volatile,
 };
 
@@ -378,7 +378,7 @@ pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
             "left out `{history}`: the document's history records; the store records its own, this import included"
         );
     }
-    let store = open(&a.store)?;
+    let store = open_target(&a.store.url(), a.dry_run)?;
     if let Some(id) = &a.once
         && already_applied(&*store, id)?
     {
@@ -516,7 +516,7 @@ pub(crate) fn migrate(a: MigrateArgs) -> Result<ExitCode> {
     }
     let started = Instant::now();
     let from = connect_offsets::open_existing(&a.from)?;
-    let to = connect_offsets::open(&a.to)?;
+    let to = open_target(&a.to, a.dry_run)?;
     let options = MigrateOptions {
         connector: a.connector.clone(),
         dry_run: a.dry_run,

@@ -304,7 +304,7 @@ fn open_rocksdb(url: &StoreUrl, create: Create) -> Result<Box<dyn OffsetStore>> 
         } else {
             "does not exist"
         };
-        return Err(Error::Config(format!(
+        return Err(Error::NoStore(format!(
             "no store at rocksdb://{}: the directory {what} (this command does not create one; \
              check the path)",
             url.location

@@ -36,7 +36,7 @@ pub(crate) fn ensure_topic(settings: &Settings, reader: &BaseConsumer<Ctx>) -> R
     let partitions = match lookup(settings, reader, deadline)? {
         Lookup::Partitions(n) => n,
         Lookup::Missing if settings.must_exist => {
-            return Err(Error::Config(format!(
+            return Err(Error::NoStore(format!(
                 "kafka store: topic `{}` does not exist on {} (it is not created here: check the \
                  name)",
                 settings.topic, settings.bootstrap
