@@ -1027,6 +1027,26 @@ fn a_commit_does_not_wait_out_linger_ms() {
     }
 }
 
+/// An unsequenced write (a tool's, seq 0) carries no headers in either write mode: only Connect's
+/// bytes, as a Connect worker writes them.
+#[test]
+fn an_unsequenced_write_carries_no_headers() {
+    for mode in ["transaction", "idempotent"] {
+        let topic = TopicGuard::new("no-headers");
+        let store =
+            KafkaStore::open(&url(&topic, 3, &format!("&write.mode={mode}"))).expect("open");
+        let batch = Batch::new("w", 0, (0..4).map(|i| (key("c", i), Some(pos(i)))));
+        store
+            .apply(&batch)
+            .unwrap_or_else(|e| panic!("{mode}: {e}"));
+        let seen = read_all(&topic, "read_committed");
+        assert_eq!(seen.len(), 4, "{mode}: {seen:?}");
+        for r in &seen {
+            assert!(r.headers.is_empty(), "{mode}: {r:?}");
+        }
+    }
+}
+
 /// `write.mode=idempotent`: a batch that fails midway leaves the records acknowledged before the
 /// failure in the topic, without a seq header and without its marker, so a reopen does not count
 /// it as applied; the retry writes it whole, then the marker.

@@ -690,7 +690,7 @@ impl KafkaStore {
                     return Err(TxnError::Fault(Box::new((e, None))));
                 }
             }
-            producer.send(&settings.topic, rec, Some(&headers), deadline)?;
+            producer.send(&settings.topic, rec, headers.as_ref(), deadline)?;
         }
         if one_partition.is_none() {
             producer.wait_acknowledged(failures, deadline, settings)?;
@@ -702,7 +702,7 @@ impl KafkaStore {
             return Err(TxnError::Fault(Box::new((e, None))));
         }
         if let Some(marker) = recs.marker() {
-            producer.send(&settings.topic, marker, Some(&headers), deadline)?;
+            producer.send(&settings.topic, marker, headers.as_ref(), deadline)?;
         }
         producer.wait_acknowledged(failures, deadline, settings)?;
         let mut state = self.state_mut();
