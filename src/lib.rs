@@ -96,7 +96,7 @@ pub mod store;
 pub mod wal;
 pub use error::{Error, Result};
 pub use model::{Batch, Entries, FieldMap, Offset, OffsetKey, Partition, Value};
-pub use store::{OffsetStore, OffsetStoreExt, open, open_existing};
+pub use store::{OffsetStore, OffsetStoreExt, open, open_existing, open_read_only};
 
 /// True for the namespaces the crate keeps its own records in (overrides' markers, history,
 /// alarms): offsets like any others to a store, but no connector's, so never listed as one,

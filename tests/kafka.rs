@@ -180,6 +180,35 @@ fn refuses_a_topic_that_is_not_only_compacted() {
     assert_eq!(store.partition_count(), 4);
 }
 
+/// A topic that is not compacted can still be read (to get its offsets off it), with Connect's
+/// warning, by a store opened to read only; that store refuses writes, and any other open refuses
+/// the topic.
+#[test]
+fn a_topic_that_is_not_compacted_is_read_only_to_read() {
+    let topic = TopicGuard::new("policy-read");
+    create_topic(&topic, 3, &[("cleanup.policy", "delete")]);
+    let k = key("c", 1);
+    let value = br#"{"position":7}"#;
+    produce_plain(&topic, &[(None, Some(&k.connect_key()), Some(&value[..]))]);
+    let u = url(&topic, 3, "");
+    let store = connect_offsets::open_read_only(&u).expect("read a delete-policy topic");
+    assert_eq!(
+        store.get(&k).unwrap(),
+        Some(Offset::new().with("position", 7))
+    );
+    let e = store.set(k.clone(), pos(8)).unwrap_err().to_string();
+    assert!(e.contains("opened to read only"), "{e}");
+    for open in [connect_offsets::open, connect_offsets::open_existing] {
+        let e = open(&u).err().expect("refused").to_string();
+        assert!(e.contains("'cleanup.policy=delete'"), "{e}");
+    }
+    #[cfg(feature = "cli")]
+    {
+        let out = cli(&["export", "--store", &u, "--connector", "c"]);
+        assert!(out.contains(r#""offset":{"position":7}"#), "{out}");
+    }
+}
+
 #[test]
 fn creates_the_topic_compacted() {
     let topic = TopicGuard::new("create");

@@ -9,7 +9,7 @@ use connect_offsets::history::{
 use connect_offsets::store::{OffsetStoreExt, StoreUrl};
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Result};
 
-use super::{StoreArg, open_existing, parse_key, print, quoted};
+use super::{StoreArg, open_existing, open_read_only, parse_key, print, quoted};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct HistoryArgs {
@@ -122,7 +122,7 @@ pub(crate) fn show(a: HistoryArgs) -> Result<ExitCode> {
         .map(time::parse_rfc3339)
         .transpose()
         .map_err(|e| e.context("--since"))?;
-    let store = open_existing(&a.store)?;
+    let store = open_read_only(&a.store)?;
     let h = history::read(&*store, &a.connector)?;
     if h.changes.is_empty() && store.partitions(&a.connector)?.is_empty() {
         return Err(connect_offsets::Error::Input(format!(

@@ -242,6 +242,12 @@ pub(crate) fn open_existing(store: &StoreArg) -> connect_offsets::Result<Box<dyn
     connect_offsets::open_existing(&store.url())
 }
 
+/// The store of a command that only reads: as [`open_existing`], and a Kafka topic that is not
+/// compacted is read with a warning (its offsets can still be exported off it).
+pub(crate) fn open_read_only(store: &StoreArg) -> connect_offsets::Result<Box<dyn OffsetStore>> {
+    connect_offsets::open_read_only(&store.url())
+}
+
 /// Parses a `--partition` argument: a JSON object or `null`.
 pub(crate) fn parse_key(connector: &str, partition: &str) -> connect_offsets::Result<OffsetKey> {
     match json::parse_strict(partition.as_bytes()) {

@@ -14,8 +14,8 @@ use connect_offsets::wal::inspect;
 use connect_offsets::{Error, OffsetKey, OffsetStore, Result};
 
 use super::{
-    NOT_FOUND, StoreArg, open, open_existing, open_target, parse_key, parse_offset, print, quoted,
-    refuse_volatile,
+    NOT_FOUND, StoreArg, open, open_existing, open_read_only, open_target, parse_key, parse_offset,
+    print, quoted, refuse_volatile,
 };
 
 #[derive(clap::Args, Debug)]
@@ -162,7 +162,7 @@ pub(crate) struct LagArgs {
 }
 
 pub(crate) fn connectors(a: ConnectorsArgs) -> Result<ExitCode> {
-    let store = open_existing(&a.store)?;
+    let store = open_read_only(&a.store)?;
     // The crate's own records (override markers, history, alarms) are offsets, not a connector
     // (`list` still shows them).
     let mut names = store.namespaces()?;
@@ -179,7 +179,7 @@ pub(crate) fn connectors(a: ConnectorsArgs) -> Result<ExitCode> {
 }
 
 pub(crate) fn list(a: ListArgs) -> Result<ExitCode> {
-    let store = open_existing(&a.store)?;
+    let store = open_read_only(&a.store)?;
     let doc = ConnectorOffsets::from_stored(&store.partitions(&a.connector)?);
     print(doc.to_json().as_bytes())?;
     Ok(ExitCode::SUCCESS)
@@ -187,7 +187,7 @@ pub(crate) fn list(a: ListArgs) -> Result<ExitCode> {
 
 pub(crate) fn get(a: GetArgs) -> Result<ExitCode> {
     let key = parse_key(&a.connector, &a.partition)?;
-    let store = open_existing(&a.store)?;
+    let store = open_read_only(&a.store)?;
     let offset = store.get(&key)?;
     let mut out = Vec::new();
     encode_entry(key.partition(), offset.as_ref(), &mut out);
@@ -319,7 +319,7 @@ pub(crate) fn export_bytes(store: &dyn OffsetStore, connector: Option<&str>) -> 
 }
 
 pub(crate) fn export(a: ExportArgs) -> Result<ExitCode> {
-    let store = open_existing(&a.store)?;
+    let store = open_read_only(&a.store)?;
     let out = export_bytes(&*store, a.connector.as_deref())?;
     match &a.output {
         Some(path) => {
@@ -515,7 +515,7 @@ pub(crate) fn migrate(a: MigrateArgs) -> Result<ExitCode> {
         )));
     }
     let started = Instant::now();
-    let from = connect_offsets::open_existing(&a.from)?;
+    let from = connect_offsets::open_read_only(&a.from)?;
     let to = open_target(&a.to, a.dry_run)?;
     let options = MigrateOptions {
         connector: a.connector.clone(),
@@ -574,7 +574,7 @@ fn is_sink_partition(key: &OffsetKey) -> bool {
 }
 
 pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
-    let store = open_existing(&a.store)?;
+    let store = open_read_only(&a.store)?;
     struct Row {
         connector: String,
         partitions: usize,

@@ -230,11 +230,19 @@ pub fn open_existing(raw: &str) -> Result<Box<dyn OffsetStore>> {
     open_as(raw, Create::No)
 }
 
+/// Opens the store at `raw` as [`open_existing`] does, for commands that only read: a Kafka topic
+/// that is not compacted is read with a warning rather than refused, and writes are refused.
+pub fn open_read_only(raw: &str) -> Result<Box<dyn OffsetStore>> {
+    open_as(raw, Create::ReadOnly)
+}
+
 /// Whether opening creates a store that is not there.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Create {
     Yes,
     No,
+    /// As `No`, for reading only.
+    ReadOnly,
 }
 
 fn open_as(raw: &str, create: Create) -> Result<Box<dyn OffsetStore>> {
@@ -294,7 +302,7 @@ fn open_rocksdb(url: &StoreUrl, create: Create) -> Result<Box<dyn OffsetStore>> 
         );
     }
     // RocksDB names its current manifest in `CURRENT`: a directory without one holds no store.
-    if create == Create::No
+    if create != Create::Yes
         && !std::path::Path::new(&url.location)
             .join("CURRENT")
             .is_file()
@@ -336,7 +344,8 @@ fn open_kafka(url: &StoreUrl, create: Create) -> Result<Box<dyn OffsetStore>> {
     }
     Ok(Box::new(
         super::kafka::KafkaStoreBuilder::from_url(url)?
-            .must_exist(create == Create::No)
+            .must_exist(create != Create::Yes)
+            .read_only(create == Create::ReadOnly)
             .open()?,
     ))
 }

@@ -109,6 +109,7 @@ pub struct KafkaStoreBuilder {
     pub(super) write_mode: WriteMode,
     pub(super) snapshot_dir: Option<PathBuf>,
     pub(super) must_exist: bool,
+    pub(super) read_only: bool,
     pub(super) properties: Vec<(String, String)>,
     pub(super) fault: Option<Arc<dyn ApplyFault>>,
 }
@@ -166,6 +167,7 @@ impl KafkaStoreBuilder {
             write_mode: WriteMode::default(),
             snapshot_dir: None,
             must_exist: false,
+            read_only: false,
             properties: Vec::new(),
             fault: None,
         }
@@ -353,6 +355,13 @@ impl KafkaStoreBuilder {
         self
     }
 
+    /// Opens to read only: a topic that is not compacted is read with a warning instead of refused
+    /// (its offsets can still be exported), and every write is refused.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
     /// Sets a librdkafka property (security settings included) on every client of the store.
     pub fn property(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.properties.push((name.into(), value.into()));
@@ -450,6 +459,7 @@ impl KafkaStoreBuilder {
             dead_letter: self.dead_letter.clone(),
             snapshot_dir: self.snapshot_dir.clone(),
             must_exist: self.must_exist,
+            read_only: self.read_only,
             transactional_id_prefix: prefix,
             write_mode: self.write_mode,
             properties,
@@ -558,6 +568,7 @@ pub(crate) struct Settings {
     pub dead_letter: Option<PathBuf>,
     pub snapshot_dir: Option<PathBuf>,
     pub must_exist: bool,
+    pub read_only: bool,
     pub transactional_id_prefix: String,
     pub write_mode: WriteMode,
     pub properties: Vec<(String, String)>,

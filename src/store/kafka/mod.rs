@@ -727,6 +727,12 @@ impl OffsetStore for KafkaStore {
     }
 
     fn apply(&self, batch: &Batch) -> Result<()> {
+        if self.settings.read_only {
+            return Err(Error::State(format!(
+                "the offsets topic `{}` was opened to read only",
+                self.settings.topic
+            )));
+        }
         let (slot, id) = self.writers.slot_for(&self.settings, batch);
         let mut guard = write::lock(&slot);
         if let Slot::Fenced(reason) = &*guard {
