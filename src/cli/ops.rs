@@ -628,7 +628,7 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
                 .and_then(|t| t.elapsed().ok())
                 .map(|d| d.as_secs_f64());
             for f in &file.frames {
-                for (c, entries) in f.connectors.iter().zip(&f.connector_entries) {
+                for (c, entries) in &f.connectors {
                     let row = match rows.iter_mut().position(|r| &r.connector == c) {
                         Some(i) => &mut rows[i],
                         None => {

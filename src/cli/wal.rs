@@ -226,7 +226,7 @@ fn scan_json(scan: &LogScan) -> String {
         .frames()
         .map(|f| {
             let (st, why) = status(f);
-            let conns: Vec<String> = f.connectors.iter().map(|c| quoted(c)).collect();
+            let conns: Vec<String> = f.connectors.iter().map(|(c, _)| quoted(c)).collect();
             format!(
                 "{{\"file\":{},\"offset\":{},\"length\":{},\"kind\":{},\"crc_ok\":{},\"status\":\"{st}\",\"reason\":{},\"writer\":{},\"seq\":{},\"entries\":{},\"connectors\":[{}]}}",
                 quoted(&f.file.display().to_string()),

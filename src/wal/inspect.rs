@@ -65,10 +65,8 @@ pub struct FrameInfo {
     pub seq: Option<u64>,
     /// Entries in the batch.
     pub entries: Option<usize>,
-    /// Connectors (namespaces) the batch touches, sorted.
-    pub connectors: Vec<String>,
-    /// The batch's entries of each of `connectors`, in their order.
-    pub connector_entries: Vec<usize>,
+    /// Connectors (namespaces) the batch touches, sorted, each with its entries in the batch.
+    pub connectors: Vec<(String, usize)>,
 }
 
 /// One file of the log.
@@ -223,8 +221,10 @@ fn decoded(file: &Path, offset: usize, kind: FrameKind, len: usize, batch: &Batc
         writer: Some(batch.writer.clone()),
         seq: Some(batch.seq),
         entries: Some(batch.entries.len()),
-        connectors: connectors.keys().map(|c| c.to_string()).collect(),
-        connector_entries: connectors.into_values().collect(),
+        connectors: connectors
+            .into_iter()
+            .map(|(c, n)| (c.to_string(), n))
+            .collect(),
     }
 }
 
@@ -240,7 +240,6 @@ fn bad(file: &Path, region: reader::Region, status: fn(String) -> FrameStatus) -
         seq: None,
         entries: None,
         connectors: Vec::new(),
-        connector_entries: Vec::new(),
     }
 }
 
