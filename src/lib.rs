@@ -63,8 +63,9 @@
 //! buffer.close()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-// Denied, not forbidden: three modules may allow it, librdkafka calls rdkafka's safe API lacks
-// (store::kafka::topic_id, store::kafka::flush, store::kafka::group::group_admin).
+// Denied, not forbidden: four modules may allow it, librdkafka calls rdkafka's safe API lacks
+// (store::kafka::topic_id, store::kafka::flush, store::kafka::idempotent,
+// store::kafka::group::group_admin).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 pub mod alarms;

@@ -3,8 +3,8 @@
 //! blocking executor for the admin client's futures, and the mapping of librdkafka errors to ours.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
@@ -35,72 +35,30 @@ pub(crate) struct Ctx {
 /// hundreds of times a second).
 const REPEAT_QUIET: Duration = Duration::from_secs(30);
 
-/// Counts a producer's delivery reports, so a writer can wait until every record it sent is
-/// acknowledged (or failed) without polling in fixed steps: the report wakes it.
+/// The failed deliveries of a producer (its records' reports are failures only, see
+/// `delivery.report.only.error`): a writer compares the count before and after a batch.
+#[derive(Default)]
 pub(crate) struct Deliveries {
     done: Mutex<Delivered>,
-    changed: Condvar,
-    /// The report count a writer waits for (`u64::MAX`: none): only the report that reaches it,
-    /// or a failure, wakes the writer, not each of a batch's thousands of reports.
-    wanted: AtomicU64,
 }
 
-impl Default for Deliveries {
-    fn default() -> Self {
-        Deliveries {
-            done: Mutex::default(),
-            changed: Condvar::new(),
-            wanted: AtomicU64::new(u64::MAX),
-        }
-    }
-}
-
-/// Reports received so far.
+/// Failures reported so far.
 #[derive(Default, Clone)]
 pub(crate) struct Delivered {
-    pub reports: u64,
     pub failures: u64,
     /// The first failure since the store opened (secrets removed).
     pub first_failure: Option<String>,
 }
 
 impl Deliveries {
-    fn report(&self, failure: Option<String>) {
+    fn failed(&self, failure: String) {
         let mut d = self.done.lock().unwrap_or_else(|p| p.into_inner());
-        d.reports += 1;
-        let wake = failure.is_some() || d.reports >= self.wanted.load(Ordering::Acquire);
-        if let Some(f) = failure {
-            d.failures += 1;
-            d.first_failure.get_or_insert(f);
-        }
-        drop(d);
-        if wake {
-            self.changed.notify_all();
-        }
+        d.failures += 1;
+        d.first_failure.get_or_insert(failure);
     }
 
     pub(crate) fn now(&self) -> Delivered {
         self.done.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// Waits until `reports` reports have arrived or `deadline` passes; returns what arrived.
-    pub(crate) fn wait_for(&self, reports: u64, deadline: Instant) -> Delivered {
-        let mut d = self.done.lock().unwrap_or_else(|p| p.into_inner());
-        // Set under the lock a report takes: none can slip between this and the wait below.
-        self.wanted.store(reports, Ordering::Release);
-        while d.reports < reports {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            d = self
-                .changed
-                .wait_timeout(d, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-        self.wanted.store(u64::MAX, Ordering::Release);
-        d.clone()
     }
 }
 
@@ -292,22 +250,18 @@ impl ProducerContext for Ctx {
     type DeliveryOpaque = ();
 
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        // The transactional producers get failures only (`delivery.report.only.error`; the commit
-        // fails for them too, this keeps the reason); the idempotent one gets every report.
-        // Records purged by an abort report themselves too; that is not news.
-        let failure = match result {
-            Ok(_) => None,
-            Err((e, _)) => {
-                if !matches!(
-                    e.rdkafka_error_code(),
-                    Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
-                ) {
-                    self.note_error(e);
-                }
-                Some(self.scrub(&e.to_string()))
+        // Every producer gets failures only (`delivery.report.only.error`): the transactional ones'
+        // commit fails for them too, this keeps the reason. Records purged by an abort report
+        // themselves too; that is not news.
+        if let Err((e, _)) = result {
+            if !matches!(
+                e.rdkafka_error_code(),
+                Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
+            ) {
+                self.note_error(e);
             }
-        };
-        self.deliveries.report(failure);
+            self.deliveries.failed(self.scrub(&e.to_string()));
+        }
     }
 }
 

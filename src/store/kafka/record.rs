@@ -103,18 +103,6 @@ pub(super) fn headers_size(writer: &str) -> usize {
     WRITER_HEADER.len() + writer.len() + SEQ_HEADER.len() + SEQ_DIGITS + 4 * 5 + 5
 }
 
-/// The writer header alone, for the records of a sequenced batch written without a transaction: a
-/// seq header there would count the batch as applied when only part of it reached the topic. An
-/// unsequenced batch (a tool's write) carries none, as in a transaction.
-pub(super) fn writer_header(batch: &Batch) -> Option<OwnedHeaders> {
-    (batch.seq != 0).then(|| {
-        OwnedHeaders::new_with_capacity(1).insert(Header {
-            key: WRITER_HEADER,
-            value: Some(batch.writer.as_str()),
-        })
-    })
-}
-
 /// The `(writer, seq)` headers of every record of a sequenced batch.
 pub(super) fn headers(batch: &Batch) -> Option<OwnedHeaders> {
     if batch.seq == 0 {
