@@ -28,6 +28,11 @@ use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
 
+// The binary's allocator (see `src/main.rs`), so these figures are the binary's.
+#[cfg(feature = "cli")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn keys(n: usize) -> Vec<OffsetKey> {
     (0..n)
         .map(|i| OffsetKey::new("bench", Partition::new().with("partition", i as i64)))
