@@ -12,7 +12,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::topic_partition_list::Offset as KafkaOffset;
 
-use super::client::{Ctx, auth_error, kafka_error, timeout_error};
+use super::client::{Ctx, auth_error, drop_in_background, kafka_error, timeout_error};
 use super::config::Settings;
 use super::dead_letters::{DeadLetters, Verdict};
 use super::record::{Record, batch_headers, decode};
@@ -338,7 +338,9 @@ impl Reader {
                     ),
                 )
             })?;
-        self.list_offsets_with(&client, settings, KafkaOffset::End, "high watermark")
+        let ends = self.list_offsets_with(&client, settings, KafkaOffset::End, "high watermark");
+        drop_in_background("kafka-watermarks-drop", client);
+        ends
     }
 
     /// Reads on from where the last catch-up stopped; `started` is when this catch-up began.

@@ -9,7 +9,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, Top
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 
-use super::client::{Ctx, auth_error, block_on, kafka_error, timeout_error};
+use super::client::{Ctx, auth_error, block_on, drop_in_background, kafka_error, timeout_error};
 use super::config::Settings;
 use crate::{Error, Result};
 
@@ -64,8 +64,7 @@ pub(crate) fn ensure_topic(settings: &Settings, reader: &BaseConsumer<Ctx>) -> R
     })
 }
 
-/// The admin client, dropped on a helper thread: its polling thread notices the stop only every
-/// 100 ms, which would otherwise add up to 100 ms to every open.
+/// The admin client, dropped on a helper thread (see [`drop_in_background`]).
 struct Admin(Option<AdminClient<Ctx>>);
 
 impl Admin {
@@ -77,13 +76,7 @@ impl Admin {
 impl Drop for Admin {
     fn drop(&mut self) {
         if let Some(admin) = self.0.take() {
-            let spawned = std::thread::Builder::new()
-                .name("kafka-admin-drop".into())
-                .spawn(move || drop(admin));
-            // Without a thread, drop it here (the closure, and the client with it, came back).
-            if let Err(e) = spawned {
-                tracing::debug!(error = %e, "dropping the admin client inline");
-            }
+            drop_in_background("kafka-admin-drop", admin);
         }
     }
 }
