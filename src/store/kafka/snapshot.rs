@@ -6,7 +6,7 @@
 //! ## File layout (`<snapshot.dir>/<topic>.snapshot`, little-endian)
 //! ```text
 //! 0   8   magic "COSNAP\0\0"
-//! 8   4   u32 format version (1)
+//! 8   4   u32 format version (2)
 //! 12  8   u64 body length
 //! 20  4   u32 CRC-32 (IEEE) of the body
 //! 24  ..  body:
@@ -16,14 +16,20 @@
 //!         i64  read_at_ms: wall-clock start of the last complete catch-up
 //!         u32  partitions, then per partition: i64 log start offset seen, i64 next offset to read
 //!         u32  writers, then per writer: str writer, u64 applied seq
-//!         u32  namespaces, then per namespace: str namespace, u64 keys, then per key:
-//!              bytes (= u32 length, bytes) the key's entry as the state keeps it: its canonical
-//!              partition and every live form with its stamp, record key and offset JSON
-//!              (`state::Entry`)
+//!         u32  namespaces, then per namespace:
+//!              str  namespace
+//!              u64  the seed its keys are hashed with
+//!              u64  keys
+//!              u32  runs, then per run: u64 keys, u64 bytes (runs of 65,536 keys)
+//!              then per key, run after run: bytes (= u32 length, bytes) the key's entry as the
+//!              state keeps it: its canonical partition and every live form with its stamp,
+//!              record key and offset JSON (`state::Entry`); in the order of the buckets of
+//!              the table that will index them (`state::Keys::in_bucket_order`)
 //! ```
-//! Nothing follows the body. One checksum covers it all: the file is read whole in one go, and
-//! the state is rebuilt from it with one allocation a key and nothing decoded (each set is made
-//! at its final size).
+//! Nothing follows the body. One checksum covers it all, computed as the file is read. The state
+//! indexes the entries where the file's bytes hold them: no allocation a key, nothing decoded.
+//! The runs let every core check and hash entries from the start (their lengths are read one
+//! after the other), and the bucket order lets the inserts walk the table's memory once.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -31,10 +37,12 @@ use std::path::{Path, PathBuf};
 use crate::fs::{RealFs, WalFs};
 use crate::{Error, Result};
 
-use super::state::{Entry, Keys, State};
+use super::state::{Entry, Keys, Run, State};
 
 const MAGIC: &[u8; 8] = b"COSNAP\0\0";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
+/// Keys in a run of a snapshot's entries (see the module documentation).
+const RUN_KEYS: usize = 1 << 16;
 const HEADER: usize = 24;
 
 /// Which incarnation of which topic on which cluster a snapshot was read from.
@@ -204,12 +212,20 @@ pub(crate) fn encode(
         put_bytes(&mut body, w.as_bytes());
         body.extend_from_slice(&seq.to_le_bytes());
     }
-    let namespaces = state.namespace_entries().count();
-    body.extend_from_slice(&(namespaces as u32).to_le_bytes());
-    for (ns, n, entries) in state.namespace_entries() {
+    let namespaces: Vec<_> = state.namespace_entries().collect();
+    body.extend_from_slice(&(namespaces.len() as u32).to_le_bytes());
+    for (ns, seed, entries) in namespaces {
         put_bytes(&mut body, ns.as_bytes());
-        body.extend_from_slice(&(n as u64).to_le_bytes());
-        for entry in entries {
+        body.extend_from_slice(&seed.to_le_bytes());
+        body.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+        let runs = entries.chunks(RUN_KEYS);
+        body.extend_from_slice(&(runs.len() as u32).to_le_bytes());
+        for run in runs.clone() {
+            let bytes: usize = run.iter().map(|e| 4 + e.len()).sum();
+            body.extend_from_slice(&(run.len() as u64).to_le_bytes());
+            body.extend_from_slice(&(bytes as u64).to_le_bytes());
+        }
+        for entry in runs.flatten() {
             put_bytes(&mut body, entry);
         }
     }
@@ -227,9 +243,17 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
-/// Reads a snapshot back from its file bytes, or says what is wrong with them. The bytes become
-/// the state's: its entries are indexed where they are, not copied.
+/// `decode_read`, checksumming the body here.
+#[cfg(test)]
 pub(crate) fn decode(file: Vec<u8>) -> std::result::Result<Snapshot, String> {
+    let crc = crc32fast::hash(file.get(HEADER..).unwrap_or_default());
+    decode_read(file, crc)
+}
+
+/// Reads a snapshot back from its file bytes and the CRC-32 of its body ([`read`] computes it as
+/// it reads), or says what is wrong with them. The bytes become the state's: its entries are
+/// indexed where they are, not copied.
+fn decode_read(file: Vec<u8>, body_crc: u32) -> std::result::Result<Snapshot, String> {
     if file.len() < HEADER {
         return Err(format!("{} bytes, shorter than the header", file.len()));
     }
@@ -251,10 +275,10 @@ pub(crate) fn decode(file: Vec<u8>) -> std::result::Result<Snapshot, String> {
         ));
     }
     let crc = u32::from_le_bytes(file[20..24].try_into().expect("4 bytes"));
-    if crc32fast::hash(body) != crc {
+    if body_crc != crc {
         return Err("bad checksum".into());
     }
-    // Offsets into the file index its entries; past 4 GiB they get an allocation each instead.
+    // Offsets into the file index its entries (not past 4 GiB).
     let in_place = u32::try_from(file.len()).is_ok();
     let mut r = Cursor(body);
     let cluster_id = r.string()?;
@@ -276,29 +300,56 @@ pub(crate) fn decode(file: Vec<u8>) -> std::result::Result<Snapshot, String> {
     let mut namespaces = Vec::new();
     for _ in 0..r.u32()? {
         let ns = r.string()?;
+        let mut keys = Keys::with_seed(r.u64()?);
         let n = r.u64()?;
-        // Bounded by what the body can hold (a key takes at least 8 bytes), so a damaged count
-        // cannot make a huge table.
-        let mut keys = Keys::default();
-        let mut ats = Vec::with_capacity((n as usize).min(r.0.len() / 8));
-        for _ in 0..n {
-            let at = file.len() - r.0.len();
-            let bytes = r.bytes()?;
-            if in_place {
-                // Checked by `index`, on every core.
-                ats.push(at as u32);
-            } else {
+        let runs = r.u32()? as usize;
+        // Bounded by what the body can hold, so that a damaged count cannot make a huge table.
+        let mut sizes = Vec::with_capacity(runs.min(r.0.len() / 16));
+        for _ in 0..runs {
+            sizes.push((r.u64()?, r.u64()?));
+        }
+        let (keys_in_runs, bytes) = sizes.iter().fold((0u64, 0u64), |(k, b), &(rk, rb)| {
+            (k.saturating_add(rk), b.saturating_add(rb))
+        });
+        let at = file.len() - r.0.len();
+        let entries = r.take(usize::try_from(bytes).unwrap_or(usize::MAX))?;
+        // A key takes at least 8 bytes.
+        if keys_in_runs != n || n > bytes / 8 {
+            return Err(format!(
+                "namespace `{ns}`: {n} keys, its runs hold {keys_in_runs} in {bytes} bytes"
+            ));
+        }
+        if in_place {
+            let mut runs = Vec::with_capacity(sizes.len());
+            let mut start = at;
+            for (run_keys, run_bytes) in sizes {
+                // Within the file (checked above), which is under 4 GiB.
+                let end = start + run_bytes as usize;
+                runs.push(Run {
+                    at: start as u32,
+                    end: end as u32,
+                    keys: run_keys as u32,
+                });
+                start = end;
+            }
+            keys.index(&file, &runs)
+                .map_err(|e| format!("namespace `{ns}`: {e}"))?;
+        } else {
+            // Past 4 GiB offsets into the file cannot index it: an allocation a key instead.
+            let mut r = Cursor(entries);
+            for _ in 0..n {
                 let before = keys.len();
-                let entry = Entry::from_bytes(bytes.into())
+                let entry = Entry::from_bytes(r.bytes()?.into())
                     .ok_or_else(|| format!("namespace `{ns}`: a malformed entry"))?;
                 keys.put(&[], entry);
                 if keys.len() == before {
                     return Err(format!("namespace `{ns}`: a key twice"));
                 }
             }
+            if !r.0.is_empty() {
+                return Err(format!("namespace `{ns}`: its runs end inside an entry"));
+            }
         }
-        keys.index(&file, &ats)
-            .map_err(|e| format!("namespace `{ns}`: {e}"))?;
         namespaces.push((ns, keys));
     }
     if !r.0.is_empty() {
@@ -364,7 +415,7 @@ pub(crate) type Decoded = std::result::Result<Snapshot, String>;
 impl Loading {
     pub(crate) fn start(path: PathBuf) -> Loading {
         Loading(std::thread::spawn(move || {
-            read(&path).map(|bytes| bytes.map(decode))
+            read(&path).map(|file| file.map(|(bytes, crc)| decode_read(bytes, crc)))
         }))
     }
 
@@ -376,9 +427,12 @@ impl Loading {
     }
 }
 
-/// The snapshot file's bytes, `None` when there is none. Read in two halves on two threads: the
-/// kernel's copy and the faults on the fresh buffer were a third of a warm start on one core.
-pub(crate) fn read(path: &Path) -> Result<Option<Vec<u8>>> {
+/// The snapshot file's bytes and the CRC-32 of its body, `None` when there is no file. Read in
+/// two halves on two threads, each checksummed a megabyte at a time as it arrives, while it is
+/// in the cache: the kernel's copy, the faults on the fresh buffer and the checksum's own pass
+/// over the file were a third of a warm start on one core.
+pub(crate) fn read(path: &Path) -> Result<Option<(Vec<u8>, u32)>> {
+    const STEP: usize = 1 << 20;
     let failed = |e: io::Error| {
         Error::store(
             "kafka",
@@ -394,18 +448,27 @@ pub(crate) fn read(path: &Path) -> Result<Option<Vec<u8>>> {
         .map_err(|_| failed(io::Error::other("larger than memory")))?;
     let mut bytes = vec![0u8; len];
     let (head, tail) = bytes.split_at_mut(len / 2);
-    let read = |part: &mut [u8], at: usize| {
-        std::os::unix::fs::FileExt::read_exact_at(&file, part, at as u64)
+    let read = |part: &mut [u8], from: usize| -> io::Result<crc32fast::Hasher> {
+        let mut crc = crc32fast::Hasher::new();
+        for (i, step) in part.chunks_mut(STEP).enumerate() {
+            let at = from + i * STEP;
+            std::os::unix::fs::FileExt::read_exact_at(&file, step, at as u64)?;
+            crc.update(&step[HEADER.saturating_sub(at).min(step.len())..]);
+        }
+        Ok(crc)
     };
     let (first, second) = std::thread::scope(|scope| {
         let second = scope.spawn(|| read(tail, len / 2));
         (read(head, 0), second.join())
     });
     let second = second.unwrap_or_else(|p| std::panic::resume_unwind(p));
-    match first.and(second) {
-        Ok(()) => Ok(Some(bytes)),
+    match first.and_then(|mut crc| {
+        crc.combine(&second?);
+        Ok(crc.finalize())
+    }) {
+        Ok(crc) => Ok(Some((bytes, crc))),
         // Cut while we read it (not by us: we replace it by renaming): read as damaged.
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(Some(Vec::new())),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(Some((Vec::new(), 0))),
         Err(e) => Err(failed(e)),
     }
 }
@@ -578,5 +641,48 @@ mod tests {
                 .unwrap_or_else(|| panic!("{what} accepted"));
             assert!(e.contains(what), "{what}: {e}");
         }
+    }
+
+    /// Runs that do not match their namespace's keys or entries are refused even under a good
+    /// checksum (no snapshot we write has them).
+    #[test]
+    fn runs_must_hold_their_keys_exactly() {
+        let good = encode(&identity(), 42, &[0, 1], &[10, 20], &sample());
+        // keys = 1, one run, of 1 key.
+        let mut table = 1u64.to_le_bytes().to_vec();
+        table.extend_from_slice(&1u32.to_le_bytes());
+        table.extend_from_slice(&1u64.to_le_bytes());
+        let at = good.windows(table.len()).position(|w| w == table).unwrap() + 12;
+        let bytes_at = at + 8;
+        let size = u64::from_le_bytes(good[bytes_at..bytes_at + 8].try_into().unwrap());
+        let resealed = |edit: &dyn Fn(&mut Vec<u8>)| {
+            let mut bad = good.clone();
+            edit(&mut bad);
+            let crc = crc32fast::hash(&bad[HEADER..]);
+            bad[20..24].copy_from_slice(&crc.to_le_bytes());
+            bad
+        };
+        for (what, bad) in [
+            (
+                "its runs hold 2",
+                resealed(&|b| b[at..at + 8].copy_from_slice(&2u64.to_le_bytes())),
+            ),
+            (
+                "a malformed entry",
+                resealed(&|b| b[bytes_at..bytes_at + 8].copy_from_slice(&(size - 1).to_le_bytes())),
+            ),
+            (
+                "ends inside a field",
+                resealed(&|b| {
+                    b[bytes_at..bytes_at + 8].copy_from_slice(&(size + 99).to_le_bytes())
+                }),
+            ),
+        ] {
+            let e = decode(bad)
+                .err()
+                .unwrap_or_else(|| panic!("{what} accepted"));
+            assert!(e.contains(what), "{what}: {e}");
+        }
+        assert!(decode(resealed(&|_| ())).is_ok());
     }
 }

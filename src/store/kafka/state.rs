@@ -245,16 +245,46 @@ fn based(base: &[u8], at: u32) -> View<'_> {
 /// One namespace's keys. After a warm start most entries stay where the snapshot's bytes hold
 /// them (`base`, offsets into [`State`]'s copy of the file: indexing them is the whole warm
 /// start, no allocation a key); an entry changed since moves to `own`, leaving `base`, so a key
-/// is in one of the two. Hashed with foldhash: seeded per process like SipHash, but SipHash took
-/// 14% of a cold load.
-#[derive(Default)]
+/// is in one of the two. Hashed with foldhash under a random seed of the table's own (SipHash
+/// took 14% of a cold load); the seed travels in the snapshot, so that the snapshot can hold the
+/// entries in the order of the next table's buckets.
 pub(crate) struct Keys {
-    hasher: foldhash::fast::RandomState,
+    seed: u64,
+    hasher: foldhash::fast::FixedState,
     own: HashTable<Entry>,
     base: HashTable<u32>,
 }
 
+impl Default for Keys {
+    fn default() -> Keys {
+        Keys::with_seed(std::hash::RandomState::new().hash_one(0u64))
+    }
+}
+
+/// A run of consecutive entries in a snapshot's bytes, each as the file holds it (u32 LE length,
+/// then the entry): `keys` of them, from `at` to `end`. One thread checks and hashes a run.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Run {
+    pub at: u32,
+    pub end: u32,
+    pub keys: u32,
+}
+
 impl Keys {
+    /// No keys yet, hashed under `seed` (a snapshot's, so that its bucket order holds).
+    pub(crate) fn with_seed(seed: u64) -> Keys {
+        Keys {
+            seed,
+            hasher: foldhash::fast::FixedState::with_seed(seed),
+            own: HashTable::new(),
+            base: HashTable::new(),
+        }
+    }
+
+    pub(crate) fn seed(&self) -> u64 {
+        self.seed
+    }
+
     fn hash(&self, canonical: &[u8]) -> u64 {
         self.hasher.hash_one(canonical)
     }
@@ -278,55 +308,60 @@ impl Keys {
         Some(based(base, *at))
     }
 
-    /// Indexes the entries at `ats` in the snapshot's bytes `base`, or says why not: one is
-    /// malformed, or a key is there twice (no snapshot we wrote has either). The entries are
-    /// checked and hashed on every core, then go in in the order of the table's buckets, so
-    /// filling it walks its memory once: in file order every insert missed the cache (a quarter
-    /// of a warm start).
-    pub(crate) fn index(&mut self, base: &[u8], ats: &[u32]) -> Result<(), &'static str> {
+    /// Indexes the entries of `runs` in the snapshot's bytes `base`, or says why not: one is
+    /// malformed, a run does not end where its entries do, or a key is there twice (no snapshot
+    /// we wrote has any). The runs are walked, checked and hashed on every core, and the keys go
+    /// in in file order, which [`in_bucket_order`](Keys::in_bucket_order) made the order of the
+    /// table's buckets, so filling it walks its memory once.
+    pub(crate) fn index(&mut self, base: &[u8], runs: &[Run]) -> Result<(), &'static str> {
+        let total = runs.iter().map(|r| r.keys as usize).sum();
+        let mut keyed = vec![(0u64, 0u32); total];
+        let mut jobs = Vec::with_capacity(runs.len());
+        let mut rest = &mut keyed[..];
+        for run in runs {
+            let (out, more) = rest.split_at_mut(run.keys as usize);
+            jobs.push((*run, out));
+            rest = more;
+        }
         let hasher = &self.hasher;
-        let rehash = |&o: &u32| hasher.hash_one(based(base, o).canonical());
-        let mut keyed = vec![(0u64, 0u32); ats.len()];
-        let threads = std::thread::available_parallelism().map_or(1, usize::from);
-        let chunk = ats.len().div_ceil(threads).max(1 << 14);
-        let check = |out: &mut [(u64, u32)], ats: &[u32]| {
-            for (slot, &at) in out.iter_mut().zip(ats) {
-                match framed(base, at) {
-                    Some(bytes) if valid(bytes) => {
-                        *slot = (hasher.hash_one(View(bytes).canonical()), at)
+        let walk = |jobs: &mut [(Run, &mut [(u64, u32)])]| {
+            jobs.iter_mut().all(|(run, out)| {
+                let mut at = run.at;
+                for slot in out.iter_mut() {
+                    match framed(base, at) {
+                        Some(bytes) if valid(bytes) => {
+                            *slot = (hasher.hash_one(View(bytes).canonical()), at);
+                            at += 4 + bytes.len() as u32;
+                        }
+                        _ => return false,
                     }
-                    _ => return false,
                 }
-            }
-            true
-        };
-        let checked = if ats.len() <= chunk {
-            check(&mut keyed, ats)
-        } else {
-            std::thread::scope(|scope| {
-                let jobs: Vec<_> = keyed
-                    .chunks_mut(chunk)
-                    .zip(ats.chunks(chunk))
-                    .map(|(out, ats)| scope.spawn(move || check(out, ats)))
-                    .collect();
-                let done: Vec<bool> = jobs
-                    .into_iter()
-                    .map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                    .collect();
-                done.into_iter().all(|ok| ok)
+                at == run.end
             })
         };
-        if !checked {
+        let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        let per_thread = jobs.len().div_ceil(threads).max(1);
+        let walked = if total < 1 << 14 || jobs.len() == 1 {
+            walk(&mut jobs)
+        } else {
+            std::thread::scope(|scope| {
+                let mut groups = jobs.chunks_mut(per_thread);
+                let mine = groups.next().unwrap_or_default();
+                let others: Vec<_> = groups.map(|g| scope.spawn(move || walk(g))).collect();
+                let ok = walk(mine);
+                others.into_iter().fold(ok, |ok, j| {
+                    j.join().unwrap_or_else(|p| std::panic::resume_unwind(p)) && ok
+                })
+            })
+        };
+        if !walked {
             return Err("a malformed entry");
         }
-        self.base.reserve(ats.len(), rehash);
-        // hashbrown's bucket count (a power of two, 8/7 of the capacity): only the order of the
-        // inserts depends on it, not what they do.
-        let mask = self.base.capacity().max(1).next_power_of_two() as u64 - 1;
-        sort_by_bucket(&mut keyed, mask);
+        let rehash = |&o: &u32| hasher.hash_one(based(base, o).canonical());
+        self.base.reserve(total, rehash);
         for (h, at) in keyed {
-            // The key's bytes are read only when a hash matches: read for every key, in bucket
-            // order, they were a cache miss each.
+            // The key's bytes are read only when a hash matches: read for every key they were
+            // a cache miss each.
             let same = |&o: &u32| based(base, o).canonical() == based(base, at).canonical();
             match self.base.entry(h, same, rehash) {
                 hashbrown::hash_table::Entry::Occupied(_) => return Err("a key twice"),
@@ -336,6 +371,21 @@ impl Keys {
             }
         }
         Ok(())
+    }
+
+    /// Every entry's bytes, in the order of the buckets their table will have when a snapshot of
+    /// them is indexed (same seed, same number of keys): in any other order each insert of a
+    /// warm start missed the cache.
+    pub(crate) fn in_bucket_order<'a>(&'a self, base: &'a [u8]) -> Vec<&'a [u8]> {
+        let views: Vec<View<'a>> = self.iter(base).collect();
+        let mut keyed: Vec<(u64, u32)> = (views.iter().enumerate())
+            .map(|(i, v)| (self.hash(v.canonical()), i as u32))
+            .collect();
+        sort_by_bucket(&mut keyed, bucket_mask(views.len()));
+        keyed
+            .into_iter()
+            .map(|(_, i)| views[i as usize].bytes())
+            .collect()
     }
 
     fn reserve(&mut self, additional: usize) {
@@ -441,6 +491,17 @@ impl Keys {
             .map(Entry::view)
             .chain(self.base.iter().map(move |&at| based(base, at)))
     }
+}
+
+/// The bucket mask of a hashbrown table made for `n` keys: a power of two of buckets, at least
+/// 8/7 of the keys (4 or 8 below 8 keys). Only the speed of a warm start depends on it matching.
+fn bucket_mask(n: usize) -> u64 {
+    let buckets = match n {
+        0..4 => 4,
+        4..8 => 8,
+        _ => (n.saturating_mul(8) / 7).next_power_of_two(),
+    };
+    buckets as u64 - 1
 }
 
 /// Sorts `(hash, _)` pairs by `hash & mask` (a least-significant-digit radix sort, 11 bits a
@@ -929,13 +990,12 @@ impl State {
         self.namespaces.keys().cloned().collect()
     }
 
-    /// Every namespace, its number of keys and their entries' bytes, as a snapshot keeps them.
-    pub(crate) fn namespace_entries(
-        &self,
-    ) -> impl Iterator<Item = (&str, usize, impl Iterator<Item = &[u8]>)> {
+    /// Every namespace, its keys' seed and their entries' bytes in the order a snapshot keeps
+    /// them ([`Keys::in_bucket_order`]).
+    pub(crate) fn namespace_entries(&self) -> impl Iterator<Item = (&str, u64, Vec<&[u8]>)> {
         self.namespaces.iter().map(|(n, ns)| {
-            let entries = ns.keys.iter(&self.base).map(View::bytes);
-            (n.as_str(), ns.keys.len(), entries)
+            let entries = ns.keys.in_bucket_order(&self.base);
+            (n.as_str(), ns.keys.seed(), entries)
         })
     }
 
@@ -1132,9 +1192,9 @@ mod tests {
         let mut s = State::default();
         s.put(&ab.connect_key(), ab.clone(), pos(1), at(10, 0, 0));
         let first = |s: &State| -> Vec<u8> {
-            let (_, n, mut entries) = s.namespace_entries().next().unwrap();
-            assert_eq!(n, 1);
-            entries.next().unwrap().to_vec()
+            let (_, _, entries) = s.namespace_entries().next().unwrap();
+            assert_eq!(entries.len(), 1);
+            entries[0].to_vec()
         };
         let one = first(&s).len();
         s.put(spaced, ab.clone(), pos(2), at(5, 1, 0));
@@ -1151,14 +1211,29 @@ mod tests {
         file.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
         file.extend_from_slice(&bytes);
         let mut back = State::with_base(file);
+        let end = 3 + 4 + bytes.len() as u32;
+        let run = |at, end| Run { at, end, keys: 1 };
         let mut keys = Keys::default();
-        assert_eq!(keys.index(&back.base, &[3, 3]), Err("a key twice"));
         assert_eq!(
-            Keys::default().index(&back.base, &[2]),
-            Err("a malformed entry")
+            keys.index(&back.base, &[run(3, end), run(3, end)]),
+            Err("a key twice")
         );
+        for bad in [
+            run(2, end),
+            run(3, end - 1),
+            Run {
+                keys: 2,
+                ..run(3, end)
+            },
+        ] {
+            assert_eq!(
+                Keys::default().index(&back.base, &[bad]),
+                Err("a malformed entry"),
+                "{bad:?}"
+            );
+        }
         let mut keys = Keys::default();
-        assert_eq!(keys.index(&back.base, &[3]), Ok(()));
+        assert_eq!(keys.index(&back.base, &[run(3, end)]), Ok(()));
         back.insert_namespace("c\"q".to_owned(), keys);
         assert_eq!(back.get(&ab), Some(pos(1)));
         assert_eq!(back.live_records(&ab).len(), 2);
@@ -1248,7 +1323,7 @@ mod tests {
         let bytes = |s: &State| -> Vec<Vec<u8>> {
             let mut all: Vec<Vec<u8>> = s
                 .namespace_entries()
-                .flat_map(|(_, _, e)| e.map(<[u8]>::to_vec).collect::<Vec<_>>())
+                .flat_map(|(_, _, e)| e.into_iter().map(<[u8]>::to_vec).collect::<Vec<_>>())
                 .collect();
             all.sort();
             all
@@ -1272,12 +1347,45 @@ mod tests {
         file.extend_from_slice(&entry);
         let mut warm = State::with_base(file);
         let mut keys = Keys::default();
-        keys.index(&warm.base, &[0]).unwrap();
+        let run = Run {
+            at: 0,
+            end: warm.base.len() as u32,
+            keys: 1,
+        };
+        keys.index(&warm.base, &[run]).unwrap();
         warm.insert_namespace("c".to_owned(), keys);
         warm.put_written(&ba.connect_key(), &ba, &value(9), at(18, 2, Stamp::UNREAD));
         put.put_raw(&ba.connect_key(), &ba, &value(9), at(18, 2, Stamp::UNREAD));
         assert_eq!(bytes(&warm), bytes(&put));
         assert_eq!(warm.len(), 1);
+    }
+
+    /// A snapshot is written in the bucket order of the table its load will fill: if hashbrown
+    /// sized tables otherwise, warm starts would be slower (not wrong).
+    #[test]
+    fn bucket_mask_is_hashbrowns() {
+        for n in [
+            1,
+            3,
+            4,
+            7,
+            8,
+            13,
+            14,
+            100,
+            1000,
+            114_688,
+            114_689,
+            1 << 20,
+            1_000_000,
+        ] {
+            let table = HashTable::<u32>::with_capacity(n);
+            assert_eq!(
+                bucket_mask(n) + 1,
+                table.capacity().next_power_of_two() as u64,
+                "{n} keys"
+            );
+        }
     }
 
     #[test]
