@@ -12,7 +12,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::topic_partition_list::Offset as KafkaOffset;
 
-use super::client::{Ctx, auth_error, drop_in_background, kafka_error, timeout_error};
+use super::client::{Ctx, auth_error, kafka_error, timeout_error};
 use super::config::Settings;
 use super::dead_letters::{DeadLetters, Verdict};
 use super::record::{Record, batch_headers, decode};
@@ -50,6 +50,20 @@ const MAX_ROUNDS: usize = 20;
 
 /// Kafka's default `delete.retention.ms` (one day).
 const DEFAULT_DELETE_RETENTION_MS: i64 = 86_400_000;
+
+/// The high watermarks being asked for ([`Reader::ask_high_watermarks`]).
+pub(crate) struct Watermarks(std::sync::mpsc::Receiver<Result<Vec<i64>>>);
+
+impl Watermarks {
+    fn wait(self) -> Result<Vec<i64>> {
+        self.0.recv().unwrap_or_else(|_| {
+            Err(Error::store(
+                "kafka",
+                "the high-watermark thread stopped without an answer",
+            ))
+        })
+    }
+}
 
 /// Reads the topic with `read_committed`, keeping its place between catch-ups.
 pub(crate) struct Reader {
@@ -180,71 +194,15 @@ impl Reader {
     }
 
     fn list_offsets(&self, settings: &Settings, at: KafkaOffset, which: &str) -> Result<Vec<i64>> {
-        self.list_offsets_with(&self.consumer, settings, at, which)
-    }
-
-    /// [`list_offsets`](Self::list_offsets) through `consumer` (whose isolation level decides
-    /// what `End` is).
-    fn list_offsets_with(
-        &self,
-        consumer: &BaseConsumer<Ctx>,
-        settings: &Settings,
-        at: KafkaOffset,
-        which: &str,
-    ) -> Result<Vec<i64>> {
-        let what = format!("ask for the {which} offsets of topic `{}`", self.topic);
-        let deadline = Instant::now() + settings.timeout;
-        // A topic created a moment ago is often between leaders once: ask again soon, then less.
-        let mut backoff = Duration::from_millis(10);
-        loop {
-            match self.list_offsets_of(consumer, settings, at, deadline) {
-                Ok(ends) => return Ok(ends),
-                Err(e) => {
-                    consumer.context().note_error(&e);
-                    if Instant::now() >= deadline {
-                        return Err(timeout_error(consumer.context(), what, settings.timeout));
-                    }
-                    if !retriable(&e) {
-                        return Err(kafka_error(consumer.context(), &what, &e));
-                    }
-                    std::thread::sleep(backoff);
-                    backoff = (backoff * 2).min(Duration::from_millis(100));
-                }
-            }
-        }
-    }
-
-    fn list_offsets_of(
-        &self,
-        consumer: &BaseConsumer<Ctx>,
-        settings: &Settings,
-        at: KafkaOffset,
-        deadline: Instant,
-    ) -> std::result::Result<Vec<i64>, KafkaError> {
-        let mut tpl = TopicPartitionList::with_capacity(self.partitions as usize);
-        for p in 0..self.partitions {
-            // Offset::End asks for the latest offset, which the broker answers with the last stable
-            // offset because the reader's isolation level is read_committed.
-            tpl.add_partition_offset(&self.topic, p, at)?;
-        }
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(100))
-            .min(settings.timeout);
-        let got = consumer.offsets_for_times(tpl, left)?;
-        let mut ends = vec![0; self.partitions as usize];
-        for elem in got.elements() {
-            let p = elem.partition();
-            if p < 0 || p >= self.partitions {
-                continue;
-            }
-            elem.error()?;
-            ends[p as usize] = match elem.offset() {
-                KafkaOffset::Offset(o) => o,
-                _ => return Err(KafkaError::OffsetFetch(RDKafkaErrorCode::OffsetOutOfRange)),
-            };
-        }
-        Ok(ends)
+        let (topic, partitions) = (&self.topic, self.partitions);
+        list_offsets(
+            &self.consumer,
+            topic,
+            partitions,
+            settings.timeout,
+            at,
+            which,
+        )
     }
 
     /// Reads every partition to its end into `state`, again and again until the ends stop moving
@@ -278,8 +236,9 @@ impl Reader {
         state: &mut State,
         dead: &DeadLetters,
         settings: &Settings,
+        watermarks: Watermarks,
     ) -> Result<u64> {
-        let ends = self.high_watermarks(settings)?;
+        let ends = watermarks.wait()?;
         if self.caught_up(&ends) {
             return Ok(0);
         }
@@ -322,25 +281,46 @@ impl Reader {
         }
     }
 
-    /// The end of each partition for a reader that sees uncommitted records too (the high
-    /// watermark; a `read_committed` client is told the last stable offset).
-    fn high_watermarks(&self, settings: &Settings) -> Result<Vec<i64>> {
+    /// Starts asking, on a thread of its own, for the end of each partition for a reader that
+    /// sees uncommitted records too (the high watermark; a `read_committed` client is told the
+    /// last stable offset): what [`settle_open_transactions`](Self::settle_open_transactions)
+    /// reads up to, asked for while the store loads.
+    pub(crate) fn ask_high_watermarks(&self, settings: &Settings) -> Result<Watermarks> {
         let mut config = settings.consumer_config();
         config.set("isolation.level", "read_uncommitted");
-        let client: BaseConsumer<Ctx> = config
-            .create_with_context(Ctx::new(settings.secrets.clone(), "watermarks"))
-            .map_err(|e| {
-                Error::store(
-                    "kafka",
-                    format!(
-                        "cannot create the watermarks client: {}",
-                        settings.secrets.scrub(&e.to_string())
-                    ),
-                )
-            })?;
-        let ends = self.list_offsets_with(&client, settings, KafkaOffset::End, "high watermark");
-        drop_in_background("kafka-watermarks-drop", client);
-        ends
+        let ctx = Ctx::new(settings.secrets.clone(), "watermarks");
+        let secrets = settings.secrets.clone();
+        let (topic, partitions, timeout) = (self.topic.clone(), self.partitions, settings.timeout);
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let ask = move || {
+            let client: BaseConsumer<Ctx> = match config.create_with_context(ctx) {
+                Ok(c) => c,
+                Err(e) => {
+                    let why = secrets.scrub(&e.to_string());
+                    let _ = tx.send(Err(Error::store(
+                        "kafka",
+                        format!("cannot create the watermarks client: {why}"),
+                    )));
+                    return;
+                }
+            };
+            let ends = list_offsets(
+                &client,
+                &topic,
+                partitions,
+                timeout,
+                KafkaOffset::End,
+                "high watermark",
+            );
+            let _ = tx.send(ends);
+            // Here, after the answer: its stop takes 100 ms.
+            drop(client);
+        };
+        std::thread::Builder::new()
+            .name("kafka-watermarks".into())
+            .spawn(ask)
+            .map_err(|e| Error::store("kafka", format!("cannot start a thread: {e}")))?;
+        Ok(Watermarks(rx))
     }
 
     /// Reads on from where the last catch-up stopped; `started` is when this catch-up began.
@@ -864,4 +844,70 @@ fn note_batch(bytes: &[u8], rec: &PolledRecord, state: &mut State) {
     {
         state.note_seq(writer, *seq);
     }
+}
+
+/// The `at` offset of each of the `partitions` of `topic` through `consumer` (whose isolation
+/// level decides what `End` is). Retries while partitions are between leaders until `timeout`.
+fn list_offsets(
+    consumer: &BaseConsumer<Ctx>,
+    topic: &str,
+    partitions: i32,
+    timeout: Duration,
+    at: KafkaOffset,
+    which: &str,
+) -> Result<Vec<i64>> {
+    let what = format!("ask for the {which} offsets of topic `{topic}`");
+    let deadline = Instant::now() + timeout;
+    // A topic created a moment ago is often between leaders once: ask again soon, then less.
+    let mut backoff = Duration::from_millis(10);
+    loop {
+        match list_offsets_of(consumer, topic, partitions, timeout, at, deadline) {
+            Ok(ends) => return Ok(ends),
+            Err(e) => {
+                consumer.context().note_error(&e);
+                if Instant::now() >= deadline {
+                    return Err(timeout_error(consumer.context(), what, timeout));
+                }
+                if !retriable(&e) {
+                    return Err(kafka_error(consumer.context(), &what, &e));
+                }
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+fn list_offsets_of(
+    consumer: &BaseConsumer<Ctx>,
+    topic: &str,
+    partitions: i32,
+    timeout: Duration,
+    at: KafkaOffset,
+    deadline: Instant,
+) -> std::result::Result<Vec<i64>, KafkaError> {
+    let mut tpl = TopicPartitionList::with_capacity(partitions as usize);
+    for p in 0..partitions {
+        // Offset::End asks for the latest offset, which the broker answers with the last stable
+        // offset because the reader's isolation level is read_committed.
+        tpl.add_partition_offset(topic, p, at)?;
+    }
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(100))
+        .min(timeout);
+    let got = consumer.offsets_for_times(tpl, left)?;
+    let mut ends = vec![0; partitions as usize];
+    for elem in got.elements() {
+        let p = elem.partition();
+        if p < 0 || p >= partitions {
+            continue;
+        }
+        elem.error()?;
+        ends[p as usize] = match elem.offset() {
+            KafkaOffset::Offset(o) => o,
+            _ => return Err(KafkaError::OffsetFetch(RDKafkaErrorCode::OffsetOutOfRange)),
+        };
+    }
+    Ok(ends)
 }

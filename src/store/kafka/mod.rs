@@ -334,6 +334,7 @@ impl KafkaStore {
         }
         reader.assign(partitions);
         reader.keep_tombstones(info.delete_retention_ms);
+        let watermarks = reader.ask_high_watermarks(&settings)?;
         let dead = DeadLetters::new(&settings);
         let t0 = Instant::now();
         let (mut state, start, place) = match (&settings.snapshot_dir, loading) {
@@ -343,7 +344,7 @@ impl KafkaStore {
             _ => (State::default(), Start::Cold, None),
         };
         let records = reader.catch_up(&mut state, &dead, &settings)?
-            + reader.settle_open_transactions(&mut state, &dead, &settings)?;
+            + reader.settle_open_transactions(&mut state, &dead, &settings, watermarks)?;
         let loaded = LoadReport {
             records,
             offsets: state.len(),
