@@ -323,3 +323,37 @@ fn sigkill_kafka_store_idempotent() {
         &format!("&writer={WRITER}&write.mode=idempotent"),
     ));
 }
+
+/// The same with `snapshot.dir`: every process but the first opens warm, from the snapshot the
+/// last checking store wrote at its close, and reads on from there what the killed ones wrote.
+#[cfg(feature = "kafka")]
+#[test]
+fn sigkill_kafka_store_warm() {
+    let topic = kafka_util::TopicGuard::new("sigkill-warm");
+    let snapshots = tempfile::tempdir().unwrap();
+    let url = kafka_util::url(
+        &topic.0,
+        3,
+        &format!(
+            "&writer={WRITER}&snapshot.dir={}",
+            snapshots.path().display()
+        ),
+    );
+    kill_cycles(&url);
+    // The cycles' stores opened warm: so does this one, with every batch the last one recovered.
+    let store = connect_offsets::store::kafka::KafkaStore::open(&url).unwrap();
+    assert_eq!(
+        store.loaded().start,
+        connect_offsets::store::kafka::Start::Warm,
+        "{:?}",
+        store.loaded()
+    );
+    let seq = store.applied_seq(WRITER).unwrap();
+    let state: BTreeMap<Vec<u8>, Offset> = (store.all().unwrap().into_iter())
+        .map(|(k, v)| (k.id().to_vec(), v))
+        .collect();
+    assert!(
+        state == expected_state(seq),
+        "the warm state after seq {seq}"
+    );
+}
