@@ -180,7 +180,8 @@ pub fn open<'l>(
         // Commits happen at set() only: an interval seal could split a set() into two batches.
         config.flush_interval = None;
         let shown = crate::store::url::redact(&url);
-        let store = crate::open(&url).map_err(|e| e.context(format!("opening `{shown}`")))?;
+        let store = crate::store::open_for_writer(&url, &config.writer)
+            .map_err(|e| e.context(format!("opening `{shown}`")))?;
         let durability = config.durability;
         let max_pending = config.max_pending;
         let buffer = CommitBuffer::open(Arc::from(store), config)

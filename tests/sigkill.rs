@@ -56,8 +56,9 @@ fn expected_state(upto: u64) -> BTreeMap<Vec<u8>, Offset> {
     state
 }
 
+/// As a process running a commit buffer opens its store: claiming its writer.
 fn open_store(url: &str) -> Arc<dyn OffsetStore> {
-    Arc::from(connect_offsets::open(url).expect("open store"))
+    Arc::from(connect_offsets::store::open_for_writer(url, WRITER).expect("open store"))
 }
 
 fn config(wal: &std::path::Path) -> CommitBufferConfig {
@@ -228,8 +229,17 @@ fn kill_cycles_with(url: &str, max_pending: Option<usize>) {
         let acked = *acks.iter().max().unwrap();
         acked_total += acks.len() as u64;
 
-        // Recover as the next process would, and check.
+        // Recover as the next process would, and check. On Kafka the open fences the killed
+        // process, whose transaction is likely open: waiting for the brokers to abort it would
+        // take the URL's transaction.timeout.ms (600 s), far beyond any stall of this machine.
+        let opening = Instant::now();
         let inner = open_store(url);
+        assert!(
+            opening.elapsed() < Duration::from_secs(120),
+            "cycle {cycle}: the open took {:?}: it waited for the killed process's transaction \
+             instead of fencing it",
+            opening.elapsed()
+        );
         let before = inner.applied_seq(WRITER).unwrap();
         let store = Arc::new(Counting {
             inner,
@@ -326,6 +336,9 @@ fn sigkill_kafka_store_idempotent() {
 
 /// The same with `snapshot.dir`: every process but the first opens warm, from the snapshot the
 /// last checking store wrote at its close, and reads on from there what the killed ones wrote.
+/// The URL names no writer: `open_for_writer` claims the buffer's, so that each process fences
+/// the killed one at open (else its open would wait for the killed one's transaction until the
+/// broker's `transaction.timeout.ms`).
 #[cfg(feature = "kafka")]
 #[test]
 fn sigkill_kafka_store_warm() {
@@ -334,10 +347,7 @@ fn sigkill_kafka_store_warm() {
     let url = kafka_util::url(
         &topic.0,
         3,
-        &format!(
-            "&writer={WRITER}&snapshot.dir={}",
-            snapshots.path().display()
-        ),
+        &format!("&snapshot.dir={}", snapshots.path().display()),
     );
     kill_cycles(&url);
     // The cycles' stores opened warm: so does this one, with every batch the last one recovered.

@@ -29,7 +29,7 @@ pub mod url;
 
 pub use fault::ApplyFault;
 pub use memory::MemoryStore;
-pub use url::{StoreUrl, open, open_existing, open_read_only};
+pub use url::{StoreUrl, open, open_existing, open_for_writer, open_read_only};
 
 /// A place offsets live. Implementations must make [`apply`](Self::apply):
 ///

@@ -236,6 +236,19 @@ pub fn open_read_only(raw: &str) -> Result<Box<dyn OffsetStore>> {
     open_as(raw, Create::ReadOnly)
 }
 
+/// Opens the store at `raw`, as [`open`] does, for a process whose commit buffer writes as
+/// `writer`: a Kafka topic is opened with the writer claimed (URL `writer=`, unless the URL names
+/// one), so that this writer's previous process, killed inside a transaction, is fenced and its
+/// transaction aborted before the topic is read. Unclaimed, the open would wait for that
+/// transaction until the brokers abort it (`transaction.timeout.ms`).
+pub fn open_for_writer(raw: &str, writer: &str) -> Result<Box<dyn OffsetStore>> {
+    let mut url = StoreUrl::parse(raw)?;
+    if url.scheme == "kafka" && url.param("writer").is_none() {
+        url.params.push(("writer".into(), writer.into()));
+    }
+    open_url(url, Create::Yes)
+}
+
 /// Whether opening creates a store that is not there.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Create {
@@ -246,7 +259,10 @@ enum Create {
 }
 
 fn open_as(raw: &str, create: Create) -> Result<Box<dyn OffsetStore>> {
-    let mut url = StoreUrl::parse(raw)?;
+    open_url(StoreUrl::parse(raw)?, create)
+}
+
+fn open_url(mut url: StoreUrl, create: Create) -> Result<Box<dyn OffsetStore>> {
     // The scheme first: an unknown one is the error to report, whatever its parameters say.
     if !SCHEMES.contains(&url.scheme.as_str()) {
         return Err(unknown_scheme(&url));
