@@ -194,15 +194,8 @@ impl Reader {
     }
 
     fn list_offsets(&self, settings: &Settings, at: KafkaOffset, which: &str) -> Result<Vec<i64>> {
-        let (topic, partitions) = (&self.topic, self.partitions);
-        list_offsets(
-            &self.consumer,
-            topic,
-            partitions,
-            settings.timeout,
-            at,
-            which,
-        )
+        let (consumer, timeout) = (&self.consumer, settings.timeout);
+        list_offsets(consumer, &self.topic, self.partitions, timeout, at, which)
     }
 
     /// Reads every partition to its end into `state`, again and again until the ends stop moving
@@ -888,8 +881,8 @@ fn list_offsets_of(
 ) -> std::result::Result<Vec<i64>, KafkaError> {
     let mut tpl = TopicPartitionList::with_capacity(partitions as usize);
     for p in 0..partitions {
-        // Offset::End asks for the latest offset, which the broker answers with the last stable
-        // offset because the reader's isolation level is read_committed.
+        // Offset::End asks for the latest offset: the last stable one for a read_committed
+        // client, the high watermark for a read_uncommitted one.
         tpl.add_partition_offset(topic, p, at)?;
     }
     let left = deadline

@@ -75,7 +75,8 @@
 //! **fenced**, and its open transaction is settled. The store then re-reads the topic before deciding
 //! whether the batch is already applied. The zombie's next `apply` fails with [`Error::Fenced`], which
 //! is fatal. [`KafkaStoreBuilder::claim_writer`] (URL `writer=`) does the same at open, before the
-//! topic is read, which a process running a commit buffer should use.
+//! topic is read, which a process running a commit buffer should use
+//! ([`open_for_writer`](crate::store::open_for_writer) adds it to a URL).
 //!
 //! A commit whose outcome is unknown (the broker did not answer within the timeout) gives the producer
 //! up: the next batch of that writer makes a new one, whose initialization settles the transaction, and
@@ -95,9 +96,10 @@
 //! carry no headers, Connect's records exactly: a seq header would count the batch as applied when
 //! only part of it is in, and a writer header alone tells our reader nothing while it cost a third
 //! of the throughput at 10,000 offsets a batch (the broker validates every record of a compacted
-//! topic). So `applied_seq` names only batches wholly in the topic, and a batch a crash cut short is replayed whole by the commit buffer's recovery. The
-//! price: until then every reader may see part of that batch ([`OffsetStore::atomic`] is false), and
-//! no `transactional.id` fences an older process of the same writer.
+//! topic). So `applied_seq` names only batches wholly in the topic, and a batch a crash cut short
+//! is replayed whole by the commit buffer's recovery. The price: until then every reader may see
+//! part of that batch ([`OffsetStore::atomic`] is false), and no `transactional.id` fences an
+//! older process of the same writer.
 //!
 //! **What a Connect worker without exactly-once sees.** Such a worker reads the topic with
 //! `read_uncommitted`: it sees the records of an *aborted* batch as if they were committed (Kafka has

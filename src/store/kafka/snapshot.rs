@@ -347,7 +347,10 @@ fn decode_read(file: Vec<u8>, body_crc: u32) -> std::result::Result<Snapshot, St
                 }
             }
             if !r.0.is_empty() {
-                return Err(format!("namespace `{ns}`: its runs end inside an entry"));
+                return Err(format!(
+                    "namespace `{ns}`: its runs hold {} bytes after its last entry",
+                    r.0.len()
+                ));
             }
         }
         namespaces.push((ns, keys));
