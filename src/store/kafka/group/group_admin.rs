@@ -1,8 +1,9 @@
-//! librdkafka's consumer-group offset admin calls, which rdkafka's safe API does not expose, on
-//! the admin client's handle: `ListConsumerGroupOffsets` (every offset a group committed, in one
-//! request: what Connect's `GET` lists through `listConsumerGroupOffsets`) and
-//! `DeleteConsumerGroupOffsets` (Kafka's `OffsetDelete`: what Connect's `PATCH` does for an
-//! `"offset": null`).
+//! librdkafka's consumer-group offset admin calls, which rdkafka's safe API does not expose:
+//! `ListConsumerGroupOffsets` (every offset a group committed, in one request: what Connect's
+//! `GET` lists through `listConsumerGroupOffsets`) and `DeleteConsumerGroupOffsets` (Kafka's
+//! `OffsetDelete`: what Connect's `PATCH` does for an `"offset": null`). The list goes through a
+//! handle that has a `group.id`: librdkafka hands a fetch's `NOT_COORDINATOR` to the handle's
+//! group, and crashes on a handle without one (librdkafka issue #5040).
 #![deny(unsafe_op_in_unsafe_fn)]
 
 use std::ffi::{CStr, CString, c_char};
@@ -70,9 +71,20 @@ pub(crate) fn list_offsets<C: ClientContext>(
     // SAFETY: made above, used no more.
     unsafe { rd::rd_kafka_ListConsumerGroupOffsets_destroy(request) };
     let rows = rows?;
+    // A partition's own error (a coordinator that moved, an unstable commit) fails the whole
+    // answer, so that the caller asks again rather than list the group without it.
+    if let Some((tp, _, code)) = rows
+        .iter()
+        .find(|(_, _, c)| *c != RDKafkaErrorCode::NoError)
+    {
+        return Err(Failure {
+            code: *code,
+            text: format!("partition {} {} answered {code}", tp.topic, tp.partition),
+        });
+    }
     Ok(rows
         .into_iter()
-        .filter(|(_, offset, code)| *offset >= 0 && *code == RDKafkaErrorCode::NoError)
+        .filter(|(_, offset, _)| *offset >= 0)
         .map(|(tp, offset, _)| (tp, offset))
         .collect())
 }

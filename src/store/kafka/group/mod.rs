@@ -76,6 +76,25 @@ const RESERVED: &[(&str, &str)] = &[
     ),
 ];
 
+/// The offsets client's settings: a group of its own that it never joins nor commits to.
+const FETCHER: [(&str, &str); 3] = [
+    ("group.id", "connect-offsets-fetch"),
+    ("enable.auto.commit", "false"),
+    ("enable.auto.offset.store", "false"),
+];
+
+/// Codes that mean the group's coordinator is loading, moving or not yet known: asked again
+/// until the store's timeout.
+fn is_coordinator_busy(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::NotCoordinator
+            | RDKafkaErrorCode::CoordinatorLoadInProgress
+            | RDKafkaErrorCode::CoordinatorNotAvailable
+            | RDKafkaErrorCode::UnstableOffsetCommit
+    )
+}
+
 /// A sink connector's consumer group as an offset store. See the [module docs](self).
 pub struct KafkaGroupStore {
     bootstrap: String,
@@ -86,6 +105,10 @@ pub struct KafkaGroupStore {
     /// Metadata, watermarks and group descriptions (no `group.id`: it never commits).
     meta: BaseConsumer<Ctx>,
     admin: AdminClient<Ctx>,
+    /// Where offset fetches are sent: a handle with a group (one it never joins), because
+    /// librdkafka asks the handle's group to find a new coordinator when a fetch answers
+    /// `NOT_COORDINATOR`, and crashes on a handle without one (librdkafka issue #5040).
+    fetcher: BaseConsumer<Ctx>,
 }
 
 impl fmt::Debug for KafkaGroupStore {
@@ -217,6 +240,11 @@ impl KafkaGroupStore {
         let secrets = Arc::new(Secrets::of(&properties));
         let meta = Self::client(hosts, &properties, &secrets, "group metadata")?;
         let admin = Self::client(hosts, &properties, &secrets, "group admin")?;
+        let fetcher = Self::config(hosts, &FETCHER, &properties)
+            .create_with_context(Ctx::new(secrets.clone(), "group offsets"))
+            .map_err(|e| {
+                Error::store_caused(STORE, format!("create the offsets client for {hosts}"), e)
+            })?;
         let store = KafkaGroupStore {
             bootstrap: hosts.trim().to_string(),
             names,
@@ -224,6 +252,7 @@ impl KafkaGroupStore {
             properties,
             meta,
             admin,
+            fetcher,
             secrets,
         };
         // Fail at open on unreachable brokers or refused credentials, not at the first request.
@@ -359,17 +388,43 @@ impl KafkaGroupStore {
         group: &str,
         partitions: Option<&[TopicPartition]>,
     ) -> Result<BTreeMap<TopicPartition, i64>> {
-        match group_admin::list_offsets(self.admin.inner(), group, partitions, self.timeout) {
-            Ok(rows) => Ok(rows.into_iter().collect()),
-            Err(f) if f.code == RDKafkaErrorCode::GroupIdNotFound => Ok(BTreeMap::new()),
-            Err(f) => Err(Error::store(
-                STORE,
-                format!(
-                    "list the offsets of consumer group `{group}`: {} ({})",
-                    self.admin.inner().context().scrub(&f.text),
-                    f.code
-                ),
-            )),
+        let deadline = Instant::now() + self.timeout;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let failure = match group_admin::list_offsets(
+                self.fetcher.client(),
+                group,
+                partitions,
+                left.max(Duration::from_millis(1)),
+            ) {
+                Ok(rows) => return Ok(rows.into_iter().collect()),
+                Err(f) if f.code == RDKafkaErrorCode::GroupIdNotFound => return Ok(BTreeMap::new()),
+                Err(f) => f,
+            };
+            let text = self.fetcher.context().scrub(&failure.text);
+            if !is_coordinator_busy(failure.code) {
+                return Err(Error::store(
+                    STORE,
+                    format!(
+                        "list the offsets of consumer group `{group}`: {text} ({})",
+                        failure.code
+                    ),
+                ));
+            }
+            if Instant::now() + pause >= deadline {
+                return Err(Error::store(
+                    STORE,
+                    format!(
+                        "list the offsets of consumer group `{group}`: its coordinator was still \
+                         not ready after {:?} (timeout.ms): {text} ({})",
+                        self.timeout, failure.code
+                    ),
+                ));
+            }
+            tracing::debug!(group, code = %failure.code, "group coordinator busy; asking again");
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_secs(1));
         }
     }
 
