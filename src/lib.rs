@@ -100,10 +100,12 @@ pub use model::{Batch, Entries, FieldMap, Offset, OffsetKey, Partition, Value};
 pub use store::{OffsetStore, OffsetStoreExt, open, open_existing, open_read_only};
 
 /// True for the namespaces the crate keeps its own records in (overrides' markers, history,
-/// alarms): offsets like any others to a store, but no connector's, so never listed as one,
-/// recorded in history, judged by the alarms or expired.
+/// alarms, fences, writers' logs): offsets like any others to a store, but no connector's, so
+/// never listed as one, recorded in history, judged by the alarms or expired.
 pub fn is_reserved_namespace(namespace: &str) -> bool {
     namespace == once::ONCE_NAMESPACE
         || namespace == history::HISTORY_NAMESPACE
         || namespace == alarms::ALARMS_NAMESPACE
+        || namespace == store::fence::FENCES_NAMESPACE
+        || namespace == buffer::register::WRITERS_NAMESPACE
 }

@@ -33,6 +33,7 @@ mod expire_thread;
 mod log_thread;
 mod pending;
 mod recovery;
+pub mod register;
 mod release;
 mod state;
 mod ticket;
@@ -87,6 +88,8 @@ pub struct CommitBuffer {
     shared: Arc<Shared>,
     store: Arc<dyn OffsetStore>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Whether it records its log in the store ([`register`]).
+    registers: bool,
 }
 
 impl std::fmt::Debug for CommitBuffer {
@@ -130,6 +133,10 @@ impl CommitBuffer {
             replayed,
         } = recovery::recover(&*store, &config)?;
         let writer = &config.writer;
+        let registers = registers(&*store, &config);
+        if registers {
+            note_registration(register::record(&*store, writer, &config.wal_dir, false));
+        }
         let activity = match config.stall_after {
             Some(after) => Some(activity::Activity::new(
                 writer,
@@ -212,6 +219,7 @@ impl CommitBuffer {
             shared,
             store,
             threads: Mutex::new(threads),
+            registers,
         };
         if let Some(once) = &config.once {
             buffer.apply_once(once)?;
@@ -418,6 +426,14 @@ impl CommitBuffer {
         } else {
             Ok(())
         };
+        if result.is_ok() && released.is_ok() && self.registers {
+            note_registration(register::record(
+                &*self.store,
+                &self.shared.writer,
+                self.shared.wal.dir(),
+                true,
+            ));
+        }
         lock(&self.shared).closed = true;
         self.shared.stopping.store(true, Ordering::Release);
         self.shared.notify();
@@ -444,6 +460,19 @@ impl Drop for CommitBuffer {
         self.stop();
         // A ticket may outlive the buffer; the log it shares is free for the next opener.
         self.shared.wal.unlock();
+    }
+}
+
+/// Whether the buffer records its log in the store ([`register`]): over a store that outlives the
+/// process, with the real file system (a crash test's simulated log is no directory to name).
+fn registers(store: &dyn OffsetStore, config: &CommitBufferConfig) -> bool {
+    store.durable() && config.crash_hook.is_none()
+}
+
+/// The record informs tools; failing to write it costs a warning, not the buffer.
+fn note_registration(result: Result<()>) {
+    if let Err(e) = result {
+        tracing::warn!("could not record this writer's log in the store: {e}");
     }
 }
 

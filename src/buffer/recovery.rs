@@ -12,6 +12,7 @@ use super::release::release_or_compact;
 use crate::crash::CrashPoint;
 use crate::dead_letter::DeadLetterFile;
 use crate::store::OffsetStore;
+use crate::store::fence::Fences;
 use crate::wal::{RecoveryPolicy, WalDir, WalWriter};
 use crate::{Error, Result};
 
@@ -56,11 +57,19 @@ pub(super) fn recover(store: &dyn OffsetStore, config: &CommitBufferConfig) -> R
     }
     let mut applied = store.applied_seq(writer)?;
     let mut replayed = 0u64;
+    // What tools wrote since these batches were logged stays (store::fence).
+    let fences = Fences::read(store, writer)?;
+    let replay = |b: &crate::Batch| -> Result<()> {
+        match fences.filter(store, b)? {
+            Some(kept) => store.apply_logged(&kept),
+            None => store.apply_logged(b),
+        }
+    };
     if let Some(snap) = &recovered.snapshot
         && snap.seq > applied
     {
         hook(&config.crash_hook, CrashPoint::InsideRecovery)?;
-        store.apply_logged(snap)?;
+        replay(snap)?;
         applied = snap.seq;
         replayed += 1;
     }
@@ -88,7 +97,7 @@ pub(super) fn recover(store: &dyn OffsetStore, config: &CommitBufferConfig) -> R
             tracing::error!("{msg}; going on (recovery policy skip)");
         }
         hook(&config.crash_hook, CrashPoint::InsideRecovery)?;
-        store.apply_logged(b)?;
+        replay(b)?;
         applied = b.seq;
         replayed += 1;
     }
@@ -101,6 +110,11 @@ pub(super) fn recover(store: &dyn OffsetStore, config: &CommitBufferConfig) -> R
         );
     }
     crate::metrics::replayed(writer, replayed);
+    if !fences.is_empty() {
+        // Persisted first: a fence may go only once what it kept out of the replay is durable.
+        store.persist()?;
+        fences.clear(store)?;
+    }
     let log = wal.new_segment()?;
     // Everything older is applied now: persist and release it (durable store) or fold it into a
     // snapshot (volatile store).

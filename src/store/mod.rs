@@ -20,6 +20,7 @@ use crate::model::{Batch, OffsetKey};
 use crate::{Offset, Result};
 
 pub mod fault;
+pub mod fence;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod memory;
@@ -244,7 +245,8 @@ pub trait OffsetStoreExt: OffsetStore {
         self.write(vec![(key, None)])
     }
 
-    /// Resets every partition of `namespace`, atomically. Returns how many were reset.
+    /// Resets every partition of `namespace`, atomically. Returns how many were reset. The
+    /// connector is fenced whole: a partition only a writer's log knows stays reset too.
     fn reset_namespace(&self, namespace: &str) -> Result<usize> {
         let keys: Vec<_> = self
             .partitions(namespace)?
@@ -253,13 +255,32 @@ pub trait OffsetStoreExt: OffsetStore {
             .collect();
         let n = keys.len();
         if n > 0 {
-            self.write(keys)?;
+            self.write_replacing(keys, &[namespace])?;
         }
         Ok(n)
     }
 
-    /// Writes several entries in one atomic unsequenced batch and persists it.
+    /// Writes several entries in one atomic unsequenced batch and persists it. The batch also
+    /// fences each key against the replay of what writers' logs held before it ([`fence`]).
     fn write(&self, entries: Vec<(OffsetKey, Option<Offset>)>) -> Result<()> {
+        self.write_replacing(entries, &[])
+    }
+
+    /// [`write`](Self::write) of entries that replace every offset of `connectors`: those are
+    /// fenced whole, so a writer's log cannot bring back a partition the write left out.
+    fn write_replacing(
+        &self,
+        mut entries: Vec<(OffsetKey, Option<Offset>)>,
+        connectors: &[&str],
+    ) -> Result<()> {
+        let fences = fence::fences(self, &entries, connectors)?;
+        if !self.atomic() && !fences.is_empty() {
+            // A failed write may leave any part of it: the fences go first. One left without its
+            // write changes nothing (a replay checks that the store holds the fenced value).
+            self.apply(&Batch::new("", 0, fences))?;
+        } else {
+            entries.extend(fences);
+        }
         self.apply(&Batch::new("", 0, entries))?;
         self.persist()
     }
