@@ -28,6 +28,9 @@ pub struct ConnectorState {
     pub tasks: i64,
     /// Its `connector.class`, when its config names one.
     pub class: Option<String>,
+    /// Its `consumer.override.group.id`, when its config sets one: the consumer group a sink's
+    /// tasks use instead of Connect's `connect-<name>`.
+    pub group_override: Option<String>,
 }
 
 impl ConnectorState {
@@ -50,6 +53,7 @@ impl ConnectorState {
 pub struct ConnectConfigs {
     configured: BTreeSet<String>,
     classes: BTreeMap<String, String>,
+    group_overrides: BTreeMap<String, String>,
     target_states: BTreeMap<String, String>,
     tasks: BTreeMap<String, i64>,
 }
@@ -140,13 +144,18 @@ impl ConnectConfigs {
         if let Some(name) = key.strip_prefix("connector-") {
             if let Some(v) = value {
                 self.configured.insert(name.to_string());
-                match connector_class(v) {
+                match property(v, "connector.class") {
                     Some(class) => self.classes.insert(name.to_string(), class),
                     None => self.classes.remove(name),
+                };
+                match property(v, "consumer.override.group.id") {
+                    Some(group) => self.group_overrides.insert(name.to_string(), group),
+                    None => self.group_overrides.remove(name),
                 };
             } else {
                 self.configured.remove(name);
                 self.classes.remove(name);
+                self.group_overrides.remove(name);
                 self.tasks.remove(name);
             }
         } else if let Some(name) = key.strip_prefix("target-state-") {
@@ -194,21 +203,19 @@ impl ConnectConfigs {
                 .unwrap_or_else(|| "STARTED".into()),
             tasks: self.tasks.get(name).copied().unwrap_or(0),
             class: self.classes.get(name).cloned(),
+            group_override: self.group_overrides.get(name).cloned(),
         })
     }
 }
 
-/// `properties."connector.class"` of a connector's config record.
-fn connector_class(value: &[u8]) -> Option<String> {
+/// A string property of a connector config record (`{"properties":{...}}`).
+fn property(value: &[u8], name: &str) -> Option<String> {
     use crate::codec::json::{self, Json};
     let member = |j: Json, name: &str| match j {
         Json::Object(m) => m.into_iter().find(|(n, _)| n == name).map(|(_, v)| v),
         _ => None,
     };
-    match member(
-        member(json::parse(value).ok()?, "properties")?,
-        "connector.class",
-    )? {
+    match member(member(json::parse(value).ok()?, "properties")?, name)? {
         Json::String(c) => Some(c),
         _ => None,
     }
