@@ -105,6 +105,7 @@ pub struct KafkaStoreBuilder {
     pub(super) dead_letter: Option<PathBuf>,
     pub(super) transactional_id_prefix: Option<String>,
     pub(super) claim: Option<String>,
+    pub(super) exclusive: Option<String>,
     pub(super) task: Option<TaskId>,
     pub(super) write_mode: WriteMode,
     pub(super) snapshot_dir: Option<PathBuf>,
@@ -127,6 +128,7 @@ impl fmt::Debug for KafkaStoreBuilder {
             .field("dead_letter", &self.dead_letter)
             .field("transactional_id_prefix", &self.transactional_id_prefix)
             .field("claim", &self.claim)
+            .field("exclusive", &self.exclusive)
             .field("task", &self.task)
             .field("write_mode", &self.write_mode)
             .field("snapshot_dir", &self.snapshot_dir)
@@ -163,6 +165,7 @@ impl KafkaStoreBuilder {
             dead_letter: None,
             transactional_id_prefix: None,
             claim: None,
+            exclusive: None,
             task: None,
             write_mode: WriteMode::default(),
             snapshot_dir: None,
@@ -180,8 +183,9 @@ impl KafkaStoreBuilder {
     /// (`true` refuses to open a topic holding undecodable records); `reset.policy` (what to do with
     /// them per connector, see [`reset_policy`](Self::reset_policy)); `dead.letter.file` (where
     /// undecodable records are copied); `transactional.id.prefix`; `writer` (a writer to claim at open,
-    /// see [`claim_writer`](Self::claim_writer)); `write.mode` (`transaction`, the default, or
-    /// `idempotent`, see [`WriteMode`]); `snapshot.dir` (a local directory for the warm start
+    /// see [`claim_writer`](Self::claim_writer)); `exclusive.id` (a name this handle's own writes
+    /// are exclusive under, see [`exclusive`](Self::exclusive)); `write.mode` (`transaction`, the
+    /// default, or `idempotent`, see [`WriteMode`]); `snapshot.dir` (a local directory for the warm start
     /// snapshot, see [`snapshot_dir`](Self::snapshot_dir); none by default); `exactly.once.id`, or
     /// `exactly.once.group` with `exactly.once.task=<connector>/<task>` (a source task's
     /// transactional id, see [`task`](Self::task)). `fallback.topic` is
@@ -230,6 +234,7 @@ impl KafkaStoreBuilder {
                 "dead.letter.file" => b.dead_letter = Some(PathBuf::from(v)),
                 "transactional.id.prefix" => b.transactional_id_prefix = Some(v.clone()),
                 "writer" => b.claim = Some(v.clone()),
+                "exclusive.id" => b.exclusive = Some(v.clone()),
                 "write.mode" => {
                     b.write_mode = match v.as_str() {
                         "transaction" => WriteMode::Transaction,
@@ -325,6 +330,21 @@ impl KafkaStoreBuilder {
         self
     }
 
+    /// Makes this handle's own writes (unsequenced batches: a tool's `set`, `reset`, `import`)
+    /// exclusive under `name`: they go through one transactional producer with `transactional.id`
+    /// `<transactional.id.prefix>~<name>`, initialized while opening, *before* the topic is read.
+    /// A later handle opened with the same name fences this one: the write this one then tries
+    /// fails with [`Error::Fenced`](crate::Error::Fenced), and nothing of it is written. So of
+    /// several processes that each read the topic and then write, only one whose read saw
+    /// everything the others committed can commit: a check-then-write that Kafka, having no
+    /// compare-and-set, cannot otherwise make safe (`--once`, [`crate::once`]). Without it, each
+    /// handle's id is unique and tools never fence each other. With
+    /// [`WriteMode::Idempotent`] there is no transactional id, and nothing is fenced.
+    pub fn exclusive(mut self, name: impl Into<String>) -> Self {
+        self.exclusive = Some(name.into());
+        self
+    }
+
     /// The transactional id of the source task this process runs, for
     /// [`KafkaStore::task_producer`](super::KafkaStore::task_producer): its data records and
     /// offsets commit in one transaction, and a newer instance with the same id fences this one.
@@ -397,6 +417,13 @@ impl KafkaStoreBuilder {
             return Err(bad(format!(
                 "replication must be at least 1 (or -1 for the broker's default), not {}",
                 self.replication
+            )));
+        }
+        if let Some(name) = &self.exclusive
+            && (name.trim().is_empty() || name.trim() != name)
+        {
+            return Err(bad(format!(
+                "`exclusive.id` must be a name without leading or trailing blanks, not `{name}`"
             )));
         }
         if let Some(p) = &self.reset_policies
@@ -769,6 +796,24 @@ mod tests {
         assert_eq!((d.partitions, d.replication), (25, 3));
         assert_eq!(d.timeout, DEFAULT_TIMEOUT);
         assert_eq!(d.transactional_id("w"), "connect-offsets-t-w");
+    }
+
+    #[test]
+    fn an_exclusive_id_is_a_name_without_blanks_at_its_ends() {
+        let b = builder("kafka://h:1/t?exclusive.id=once-0123").unwrap();
+        assert_eq!(b.exclusive.as_deref(), Some("once-0123"));
+        assert!(
+            b.settings().unwrap().properties.is_empty(),
+            "not librdkafka's"
+        );
+        for bad in ["", "%20x"] {
+            let e = builder(&format!("kafka://h:1/t?exclusive.id={bad}"))
+                .unwrap()
+                .settings()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("`exclusive.id`"), "{bad:?}: {e}");
+        }
     }
 
     #[test]

@@ -68,7 +68,11 @@
 //! whole. The reader uses `isolation.level=read_committed`, so an aborted batch is never loaded.
 //! Unsequenced batches (`seq == 0`, from [`OffsetStoreExt`](crate::OffsetStoreExt)) use one more
 //! transactional producer whose id is unique to the store handle, so two tools writing at once do not
-//! fence each other; they write no marker and no headers.
+//! fence each other; they write no marker and no headers. A handle opened with `exclusive.id=<name>`
+//! ([`KafkaStoreBuilder::exclusive`]) writes them with `transactional.id` `<prefix>~<name>` instead,
+//! initialized before the topic is read: of two handles with one name, the older one's next write
+//! is fenced. This is how `--once` applies an override once however many processes race
+//! ([`crate::once`]).
 //!
 //! The first batch of a writer initializes its producer: from then on any older producer with the same
 //! `transactional.id` (a zombie: the previous process of that writer, still alive somewhere) is
@@ -324,9 +328,15 @@ impl KafkaStore {
         if let Some(topic_max) = info.max_message_bytes {
             settings.max_message_bytes = settings.max_message_bytes.min(topic_max);
         }
-        let writers = Writers::new(&settings);
+        let writers = Writers::new(&settings, builder.exclusive.as_deref());
         if let Some(writer) = &builder.claim {
             let (slot, id) = writers.slot_of(&settings, writer);
+            *write::lock(&slot) = Slot::Ready(Producer::create(&settings, &id)?);
+        }
+        // Before the topic is read, as a claimed writer: whatever an older handle with this name
+        // committed is read below, and its later writes are fenced (see `exclusive`).
+        if builder.exclusive.is_some() {
+            let (slot, id) = writers.unsequenced();
             *write::lock(&slot) = Slot::Ready(Producer::create(&settings, &id)?);
         }
         // As Connect fences a task's zombies before the task reads its offsets: a SIGKILLed

@@ -50,6 +50,7 @@ const PRIMARY_ONLY: &[&str] = &[
     "partitions",
     "replication",
     "writer",
+    "exclusive.id",
     "exactly.once.id",
     "exactly.once.group",
     "exactly.once.task",

@@ -349,8 +349,8 @@ pub(crate) enum Slot {
     Fenced(String),
 }
 
-/// The transactional producers of one store: one per writer, and one (with a `transactional.id`
-/// unique to this store handle) for unsequenced batches.
+/// The transactional producers of one store: one per writer, and one for unsequenced batches, with
+/// a `transactional.id` unique to this store handle, or the handle's `exclusive.id`.
 pub(crate) struct Writers {
     slots: Mutex<HashMap<String, Arc<Mutex<Slot>>>>,
     unsequenced: Arc<Mutex<Slot>>,
@@ -358,16 +358,23 @@ pub(crate) struct Writers {
 }
 
 impl Writers {
-    pub(crate) fn new(settings: &Settings) -> Self {
+    /// `exclusive`: the name this handle's unsequenced batches are written under
+    /// ([`KafkaStoreBuilder::exclusive`](super::KafkaStoreBuilder::exclusive)), if any.
+    pub(crate) fn new(settings: &Settings, exclusive: Option<&str>) -> Self {
+        let prefix = &settings.transactional_id_prefix;
         Writers {
             slots: Mutex::new(HashMap::new()),
             unsequenced: Arc::new(Mutex::new(Slot::Empty)),
-            unsequenced_id: format!(
-                "{}~unsequenced-{}",
-                settings.transactional_id_prefix,
-                unique_suffix()
-            ),
+            unsequenced_id: match exclusive {
+                Some(name) => format!("{prefix}~{name}"),
+                None => format!("{prefix}~unsequenced-{}", unique_suffix()),
+            },
         }
+    }
+
+    /// The slot and `transactional.id` of unsequenced batches (claiming an `exclusive.id` at open).
+    pub(crate) fn unsequenced(&self) -> (Arc<Mutex<Slot>>, String) {
+        (self.unsequenced.clone(), self.unsequenced_id.clone())
     }
 
     /// The slot and `transactional.id` for `batch`.
