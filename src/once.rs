@@ -3,12 +3,30 @@
 //! them twice.
 //!
 //! The id is recorded as an offset of its own, the **marker**, in the reserved namespace
-//! [`ONCE_NAMESPACE`]: partition `{"id":"<id>"}`, offset `{"by":"<writer>","entries":N,"at_ms":T}`.
+//! [`ONCE_NAMESPACE`]: partition `{"id":"<id>"}`, offset
+//! `{"by":"<writer>","entries":N,"at_ms":T,"digest":"<hex>"}`. The digest ([`entries_digest`])
+//! tells whether a later run with the same id brings the same offsets: one that brings others is
+//! told so rather than told that they are in (a marker written before digests says nothing).
 //! It travels in the same [`Batch`](crate::Batch) as the override's entries, so every backend's
 //! atomic `apply` records it with them, and it survives wherever offsets survive: a memory store's
 //! write-ahead log and its compaction snapshot, RocksDB, a compacted Kafka topic (nobody else writes
 //! its key and it is never a tombstone), `export`, `import` and `migrate`. Resetting the marker
 //! (`reset --connector __connect-offsets-once --partition '{"id":"X"}'`) lets id X apply again.
+//!
+//! ## Processes that race
+//! "Check the marker, then write" is safe where one process at a time holds the store (RocksDB's
+//! directory lock; a worker's commit buffer over its own store). Kafka has no compare-and-set, so
+//! a tool opens the topic with [`store_url`], which adds `exclusive.id=once-<digest of the id>`:
+//! the handle's writes go through a transactional producer whose `transactional.id` derives from
+//! the override id, initialized *before* the topic is read. Of two processes with one id, the one
+//! initialized later fences the other; the fenced one's transaction is aborted (nothing of it is
+//! written) and its next step fails with [`Error::Fenced`]. So a write commits only if no other
+//! process of the id initialized between this one's initialization and its commit, and a process
+//! that initializes after a commit reads that commit's marker: whatever the interleaving, one
+//! process applies the override and every other finds the marker or is fenced (the CLI then reads
+//! the topic again, from new handles, until the winner's marker is in).
+//! With `write.mode=idempotent` there are no transactions and nothing is fenced: run such
+//! overrides one at a time.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -46,6 +64,72 @@ pub fn validate_id(id: &str) -> Result<()> {
     Ok(())
 }
 
+/// FNV-1a, 128 bits: stable across versions and platforms (unlike the std and foldhash hashers),
+/// and plenty to tell two override files apart (this is no defence against forgery: anyone who
+/// may write the store may write the marker).
+fn fnv1a_128(bytes: &[u8]) -> u128 {
+    const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
+    bytes
+        .iter()
+        .fold(OFFSET, |h, &b| (h ^ u128::from(b)).wrapping_mul(PRIME))
+}
+
+/// The digest of `bytes` as 32 hex digits: what a marker's `digest` holds.
+pub fn digest_of(bytes: &[u8]) -> String {
+    format!("{:032x}", fnv1a_128(bytes))
+}
+
+/// The digest of an override's entries: the same for the same offsets whatever their order, the
+/// member order of their partitions and offsets ([`OffsetKey::id`] and sorted members).
+pub fn entries_digest(entries: &[(OffsetKey, Option<Offset>)]) -> String {
+    let mut sorted: Vec<&(OffsetKey, Option<Offset>)> = entries.iter().collect();
+    sorted.sort_by(|a, b| a.0.id().cmp(b.0.id()));
+    let mut bytes = Vec::new();
+    for (k, v) in sorted {
+        bytes.extend_from_slice(&(k.id().len() as u64).to_be_bytes());
+        bytes.extend_from_slice(k.id());
+        match v {
+            None => bytes.push(0),
+            Some(o) => {
+                bytes.push(1);
+                let mut members: Vec<(&str, &crate::Value)> = o.iter().collect();
+                members.sort_by(|a, b| a.0.cmp(b.0));
+                let sorted: Offset = members.into_iter().map(|(n, v)| (n, v.clone())).collect();
+                let mut json = Vec::new();
+                crate::codec::json::encode_value(&sorted, &mut json);
+                bytes.extend_from_slice(&(json.len() as u64).to_be_bytes());
+                bytes.extend_from_slice(&json);
+            }
+        }
+    }
+    digest_of(&bytes)
+}
+
+/// Whether `marker` records `digest`: `None` when it records none (written before digests).
+pub fn digest_matches(marker: &Offset, digest: &str) -> Option<bool> {
+    match marker.get("digest") {
+        Some(crate::Value::String(d)) => Some(d == digest),
+        _ => None,
+    }
+}
+
+/// The URL a tool opens to apply override `id` to the store `url` names: on `kafka://`, with
+/// `exclusive.id=once-<digest of the id>` (unless the URL names one), so that processes applying
+/// the same id fence each other (see [Processes that race](self#processes-that-race)); any
+/// other URL as it is. Open it only to write: a dry run must not fence a real one.
+pub fn store_url(url: &str, id: &str) -> Result<String> {
+    let parsed = crate::store::StoreUrl::parse(url)?;
+    if parsed.scheme != "kafka" || parsed.param("exclusive.id").is_some() {
+        return Ok(url.to_string());
+    }
+    let sep = if url.contains('?') { '&' } else { '?' };
+    Ok(format!(
+        "{url}{sep}exclusive.id=once-{}",
+        digest_of(id.as_bytes())
+    ))
+}
+
 /// The key of the marker that records override `id` as applied.
 pub fn marker_key(id: &str) -> OffsetKey {
     OffsetKey::new(ONCE_NAMESPACE, Partition::new().with("id", id))
@@ -81,6 +165,7 @@ pub fn marker_key(id: &str) -> OffsetKey {
 pub struct OnceOverride {
     id: String,
     entries: Vec<(OffsetKey, Option<Offset>)>,
+    digest: String,
 }
 
 /// What [`OnceOverride::apply_to`] did.
@@ -113,7 +198,25 @@ impl OnceOverride {
                 )));
             }
         }
-        Ok(OnceOverride { id, entries })
+        let digest = entries_digest(&entries);
+        Ok(OnceOverride {
+            id,
+            entries,
+            digest,
+        })
+    }
+
+    /// The same override with `digest` recorded in its marker instead of its entries' digest: for
+    /// an override whose entries depend on what the store holds (`reset --all`, `import
+    /// --replace`), digest what was asked ([`digest_of`]) so that asking again compares equal.
+    pub fn with_digest(mut self, digest: impl Into<String>) -> Self {
+        self.digest = digest.into();
+        self
+    }
+
+    /// The digest its marker records ([`entries_digest`] unless [`with_digest`](Self::with_digest)).
+    pub fn digest(&self) -> &str {
+        &self.digest
     }
 
     /// The id.
@@ -138,7 +241,7 @@ impl OnceOverride {
         all
     }
 
-    /// The marker entry: who applied the override, how many offsets it named, and when.
+    /// The marker entry: who applied the override, how many offsets it named, when, and the digest.
     fn marker(&self, by: &str) -> (OffsetKey, Option<Offset>) {
         let at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -146,13 +249,19 @@ impl OnceOverride {
         let marker = Offset::new()
             .with("by", by)
             .with("entries", self.entries.len() as i64)
-            .with("at_ms", at_ms);
+            .with("at_ms", at_ms)
+            .with("digest", self.digest.as_str());
         (marker_key(&self.id), Some(marker))
     }
 
     /// Writes the override and its marker in one unsequenced atomic batch, unless `store` already
     /// holds the marker (for tools; a worker's override goes through its commit buffer). On a store
     /// that is not [atomic](OffsetStore::atomic), the marker is written after the entries.
+    ///
+    /// Safe against other processes applying the same id when `store` was opened from
+    /// [`store_url`] (see [Processes that race](self#processes-that-race)): then the write of a
+    /// process that lost the race fails with [`Error::Fenced`] and writes nothing; read the store
+    /// again (a new handle) to find the winner's marker.
     pub fn apply_to(&self, store: &dyn OffsetStore, by: &str) -> Result<OnceOutcome> {
         if self.is_applied(store)? {
             return Ok(OnceOutcome::AlreadyApplied);
@@ -209,6 +318,53 @@ mod tests {
         let two = OnceOverride::new("two", vec![(key.clone(), None)]).unwrap();
         assert_eq!(two.apply_to(&store, "t").unwrap(), OnceOutcome::Applied);
         assert_eq!(store.get(&key).unwrap(), None);
+    }
+
+    #[test]
+    fn the_digest_is_of_the_offsets_not_their_spelling_and_the_marker_records_it() {
+        let k = |a: i64, b: i64| OffsetKey::new("c", Partition::new().with("a", a).with("b", b));
+        let reordered = OffsetKey::new("c", Partition::new().with("b", 2).with("a", 1));
+        let o = |x: i64| Offset::new().with("x", x).with("y", "z");
+        let swapped = Offset::new().with("y", "z").with("x", 1);
+        let one = vec![(k(1, 2), Some(o(1))), (k(3, 4), None)];
+        let same = vec![(k(3, 4), None), (reordered, Some(swapped))];
+        assert_eq!(entries_digest(&one), entries_digest(&same));
+        for other in [
+            vec![(k(1, 2), Some(o(2))), (k(3, 4), None)],
+            vec![(k(1, 2), Some(o(1))), (k(3, 4), Some(o(0)))],
+            vec![(k(1, 2), Some(o(1)))],
+        ] {
+            assert_ne!(entries_digest(&one), entries_digest(&other), "{other:?}");
+        }
+        assert_eq!(entries_digest(&one).len(), 32);
+        // Frozen: a marker written today must compare equal after any upgrade.
+        assert_eq!(digest_of(b""), "6c62272e07bb014262b821756295c58d");
+
+        let store = MemoryStore::new();
+        let once = OnceOverride::new("d", one.clone()).unwrap();
+        once.apply_to(&store, "t").unwrap();
+        let marker = store.get(&marker_key("d")).unwrap().unwrap();
+        assert_eq!(digest_matches(&marker, &entries_digest(&same)), Some(true));
+        assert_eq!(digest_matches(&marker, &digest_of(b"x")), Some(false));
+        let old = Offset::new()
+            .with("by", "t")
+            .with("entries", 2)
+            .with("at_ms", 1);
+        assert_eq!(digest_matches(&old, &entries_digest(&one)), None);
+        let asked = once.with_digest(digest_of(b"reset --all c"));
+        assert_eq!(asked.digest(), digest_of(b"reset --all c"));
+    }
+
+    #[test]
+    fn a_kafka_url_gets_an_exclusive_id_of_the_override() {
+        let url = store_url("kafka://h:1/t", "reset-1").unwrap();
+        let want = format!("kafka://h:1/t?exclusive.id=once-{}", digest_of(b"reset-1"));
+        assert_eq!(url, want);
+        let url = store_url("kafka://h:1/t?timeout.ms=5", "reset-1").unwrap();
+        assert!(url.ends_with(&format!("&exclusive.id=once-{}", digest_of(b"reset-1"))));
+        for kept in ["rocksdb:///tmp/x", "kafka://h:1/t?exclusive.id=mine"] {
+            assert_eq!(store_url(kept, "reset-1").unwrap(), kept);
+        }
     }
 
     #[test]
