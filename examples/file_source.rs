@@ -44,9 +44,11 @@
 //!   is sent again under that name, and lines a late writer still appends to it are sent under it.
 //! - **Copied and truncated** (logrotate's `copytruncate`), while running or stopped: a file of
 //!   another inode that begins with the bytes the fingerprint of a truncated (or replaced) file
-//!   covers is its copy, and its rest is read first, as above. A new file that begins as a file
-//!   still read under its own name does (its first 256 bytes, or all of it while shorter) is
-//!   taken for a copy being made and not read, as Vector takes files of one checksum for one file.
+//!   covers is its copy, and its rest is read first, as above. A new file that begins with the
+//!   first 256 bytes of a file still read under its own name, or shorter than 256 bytes and all
+//!   of them that file's first, is taken for its copy (or one being made) and not read until it
+//!   differs, as Vector and Filebeat take files of one fingerprint for one file (and read no file
+//!   shorter than their fingerprint).
 //!   Lines written between the copy and the truncation are lost, as logrotate says; a file
 //!   copied and truncated before any of it was read is read again under its copy's name.
 //! - **Truncated or replaced** (shorter than the stored position, or another fingerprint), with no
@@ -445,7 +447,12 @@ impl Mark {
 
 /// FNV-1a, 64 bits: a fingerprint, not a defence against crafted collisions.
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+    fnv1a_on(0xcbf2_9ce4_8422_2325, bytes)
+}
+
+/// FNV-1a of a prefix whose hash is `h`, followed by `bytes`.
+fn fnv1a_on(h: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(h, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }
@@ -728,9 +735,10 @@ impl Tail<'_> {
         Ok(Plan { located })
     }
 
-    /// Whether a new file is (or, shorter than a fingerprint, may become) a copy of a file still
-    /// read under its own name: its first bytes are that file's. Its lines are that file's, so it
-    /// is not read; should the original be truncated, its rest is read under the original's name.
+    /// Whether a new file is a copy of a file still read under its own name (a hard link to it,
+    /// or its first 256 bytes), or may be one being made (shorter than 256 bytes, all of them the
+    /// original's first). Its lines are the original's, so it is not read; should the original be
+    /// truncated, its rest is read under the original's name.
     fn is_copy(
         &mut self,
         file: &str,
@@ -745,10 +753,8 @@ impl Tail<'_> {
             if name != at || original.len < n {
                 continue;
             }
-            // A hard link is the same file; a copy has its first bytes.
-            if (original.dev, original.ino) == (found.dev, found.ino)
-                || head(&original.path, n)? == first
-            {
+            let same_inode = (original.dev, original.ino) == (found.dev, found.ino);
+            if same_inode || head(&original.path, n)? == first {
                 if n == FINGERPRINT_BYTES && self.copies.insert(file.to_string()) {
                     eprintln!(
                         "file_source: `{file}` begins with the same {n} bytes as `{name}`: taken \
@@ -908,14 +914,15 @@ fn tail(
             if chunk.end > from {
                 let mark = t.marks.get_mut(name).expect("a located mark");
                 mark.position = chunk.end;
+                // The fingerprint grows with the position up to its full length, over the bytes
+                // just read (the file may be truncated and rewritten by now).
                 if let Some(id) = mark.id
-                    && id.fingerprint_bytes < FINGERPRINT_BYTES
+                    && id.fingerprint_bytes == from
+                    && from < FINGERPRINT_BYTES
                 {
-                    // The fingerprint grows with the position up to its full length.
-                    let n = chunk.end.min(FINGERPRINT_BYTES);
                     mark.id = Some(FileId {
-                        fingerprint: fingerprint(&found.path, n)?.unwrap_or(id.fingerprint),
-                        fingerprint_bytes: n,
+                        fingerprint: fnv1a_on(id.fingerprint, &chunk.head),
+                        fingerprint_bytes: from + chunk.head.len() as u64,
                         ..id
                     });
                 }
@@ -956,6 +963,8 @@ struct Chunk {
     end: u64,
     /// Whether the read stopped at its line or byte budget rather than at the last complete line.
     more: bool,
+    /// The bytes from `from` to `end` that lie in the first `FINGERPRINT_BYTES` of the file.
+    head: Vec<u8>,
 }
 
 /// Up to `max_lines` complete lines of `path` from byte `from`, each of `max_line` bytes at most
@@ -976,6 +985,7 @@ fn read_lines(
         skipped: Vec::new(),
         end: from,
         more: false,
+        head: Vec::new(),
     };
     let (mut line, mut line_len, mut last, mut pos, mut bytes) = (Vec::new(), 0u64, 0u8, from, 0);
     loop {
@@ -997,6 +1007,10 @@ fn read_lines(
         }
         line_len += take as u64;
         let consumed = take + usize::from(newline.is_some());
+        if pos < FINGERPRINT_BYTES {
+            let k = ((FINGERPRINT_BYTES - pos) as usize).min(consumed);
+            chunk.head.extend_from_slice(&buf[..k]);
+        }
         r.consume(consumed);
         pos += consumed as u64;
         if newline.is_some() {
@@ -1013,6 +1027,9 @@ fn read_lines(
             line_len = 0;
         }
     }
+    // Only what complete lines cover.
+    let covered = chunk.end.min(FINGERPRINT_BYTES).saturating_sub(from);
+    chunk.head.truncate(covered as usize);
     Ok(chunk)
 }
 

@@ -34,8 +34,14 @@ use kafka_util::TopicGuard;
 
 /// Generous: this VM stops for up to 2 minutes at times (CONTRIBUTING.md).
 const PATIENCE: Duration = Duration::from_secs(300);
-/// Worker lifetimes per rotation test, alternately rotating while it runs and while it is stopped.
-const CYCLES: u32 = 6;
+/// Worker lifetimes per rotation test, alternately rotating while it runs and while it is stopped:
+/// `FILE_SOURCE_CYCLES`, default 6.
+fn cycles() -> u32 {
+    std::env::var("FILE_SOURCE_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6)
+}
 
 /// The child: the example worker with the arguments the parent gave.
 #[test]
@@ -417,7 +423,7 @@ impl Track {
     }
 }
 
-/// `CYCLES` worker lifetimes over an app's log rotated once per lifetime, alternately while the
+/// `cycles()` worker lifetimes over an app's log rotated once per lifetime, alternately while the
 /// worker runs (at a random instant after it read the current file, SIGKILLed at another) and
 /// while it is stopped (SIGKILLed, rotated, the new file made longer than the old one's offset);
 /// then a last worker catches up. Returns the topic's records and how many lines were written.
@@ -435,7 +441,10 @@ fn rotations(tmp: &Path, data: &str, how: Rotation, mode: Mode) -> (Vec<(String,
         read: false,
     };
     let t0 = Instant::now();
-    for cycle in 0..CYCLES {
+    let cycles = cycles();
+    // Rotations while running that the running worker itself finished (the others its successor).
+    let mut settled_running = 0;
+    for cycle in 0..cycles {
         let mut w = Worker::start(&args, tmp.join(format!("stderr.{cycle}")));
         let start = track;
         // Ready: it committed a line of the current file.
@@ -446,6 +455,19 @@ fn rotations(tmp: &Path, data: &str, how: Rotation, mode: Mode) -> (Vec<(String,
             rng.pause(400);
             let seen = w.committed().len();
             app.lock().unwrap().rotate(how);
+            if cycle % 4 == 2 {
+                // Killed after the running worker finished the rotation (read the old file's
+                // rest and started the new file), the other times wherever it is.
+                let fresh = Track {
+                    settled: false,
+                    read: false,
+                };
+                w.wait_for("the rotation finished", |p| {
+                    fresh
+                        .after(&p.committed[seen.min(p.committed.len())..])
+                        .settled
+                });
+            }
             rng.pause(800);
             w.kill();
             // Commits before the rotation belong to the file before it.
@@ -455,6 +477,7 @@ fn rotations(tmp: &Path, data: &str, how: Rotation, mode: Mode) -> (Vec<(String,
                 read: false,
             }
             .after(&committed[seen..]);
+            settled_running += u32::from(track.settled);
         } else {
             rng.pause(400);
             w.kill();
@@ -475,9 +498,15 @@ fn rotations(tmp: &Path, data: &str, how: Rotation, mode: Mode) -> (Vec<(String,
     let last = run_to_the_end(&args, tmp.join("stderr.last"));
     let log = last.log();
     println!(
-        "{how:?}, {mode:?}: {CYCLES} SIGKILLs, {written} lines, {:.1} s",
+        "{how:?}, {mode:?}: {cycles} SIGKILLs, {written} lines; rotations while running finished \
+         by the running worker: {settled_running} of {}; {:.1} s",
+        cycles.div_ceil(2),
         t0.elapsed().as_secs_f64()
     );
+    for cycle in 0..cycles {
+        let log = std::fs::read_to_string(tmp.join(format!("stderr.{cycle}"))).unwrap();
+        print!("worker {cycle}'s stderr:\n{log}");
+    }
     println!("last worker's stderr:\n{log}");
     (records(data), written)
 }
@@ -733,7 +762,8 @@ fn long_lines_are_sent_up_to_the_limit_and_longer_ones_skipped() {
 }
 
 /// A file whose name is not UTF-8 is read, its partition and key the escaped name; `\r\n` line
-/// ends are stripped as Connect's `FileStreamSourceTask` does; the positions are the files' lengths.
+/// ends are stripped as Connect's `FileStreamSourceTask` does; the positions are the files'
+/// lengths.
 #[test]
 fn odd_names_and_crlf_lines_are_read() {
     use std::os::unix::ffi::OsStrExt;
