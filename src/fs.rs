@@ -44,6 +44,11 @@ pub trait WalFs: Send + Sync + std::fmt::Debug {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// Takes an exclusive lock on `dir` for this process, held until the guard drops.
     fn lock(&self, dir: &Path) -> io::Result<Box<dyn std::any::Any + Send + Sync>>;
+    /// True when its paths are the machine's, so another process can read a log there (a commit
+    /// buffer then records the log's directory in its store: `buffer::register`).
+    fn is_real(&self) -> bool {
+        false
+    }
 }
 
 /// The real file system.
@@ -118,6 +123,10 @@ impl WalFs for RealFs {
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         File::open(dir)?.sync_all()
     }
+    fn is_real(&self) -> bool {
+        true
+    }
+
     fn lock(&self, dir: &Path) -> io::Result<Box<dyn std::any::Any + Send + Sync>> {
         use std::os::unix::fs::OpenOptionsExt;
         let path = dir.join("LOCK");

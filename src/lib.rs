@@ -99,6 +99,12 @@ pub use error::{Error, Result};
 pub use model::{Batch, Entries, FieldMap, Offset, OffsetKey, Partition, Value};
 pub use store::{OffsetStore, OffsetStoreExt, open, open_existing, open_read_only};
 
+/// True for the reserved namespaces whose records describe this very store's writers (their
+/// fences, where their logs are): `export` and `migrate` leave them where they are.
+pub fn is_store_local_namespace(namespace: &str) -> bool {
+    namespace == store::fence::FENCES_NAMESPACE || namespace == buffer::register::WRITERS_NAMESPACE
+}
+
 /// True for the namespaces the crate keeps its own records in (overrides' markers, history,
 /// alarms, fences, writers' logs): offsets like any others to a store, but no connector's, so
 /// never listed as one, recorded in history, judged by the alarms or expired.

@@ -464,9 +464,10 @@ impl Drop for CommitBuffer {
 }
 
 /// Whether the buffer records its log in the store ([`register`]): over a store that outlives the
-/// process, with the real file system (a crash test's simulated log is no directory to name).
+/// process, with its log on the real file system (a simulated log is no directory to name), and
+/// not in a crash test (the record is no part of what recovery guarantees).
 fn registers(store: &dyn OffsetStore, config: &CommitBufferConfig) -> bool {
-    store.durable() && config.crash_hook.is_none()
+    store.durable() && config.fs.is_real() && config.crash_hook.is_none()
 }
 
 /// The record informs tools; failing to write it costs a warning, not the buffer.

@@ -149,7 +149,9 @@ pub fn unapplied(store: &dyn OffsetStore, connector: Option<&str>) -> Result<Vec
         };
         let (mut first, mut last, mut entries) = (u64::MAX, 0u64, 0usize);
         for f in scan.frames() {
-            let (Some(w), Some(seq), Some(FrameKind::Batch)) = (&f.writer, f.seq, f.kind) else {
+            let (Some(w), Some(seq), Some(FrameKind::Batch | FrameKind::Snapshot)) =
+                (&f.writer, f.seq, f.kind)
+            else {
                 continue;
             };
             if *w != r.writer || seq <= applied {
