@@ -185,3 +185,51 @@ pub fn unapplied(store: &dyn OffsetStore, connector: Option<&str>) -> Result<Vec
     }
     Ok(notes)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+
+    fn registration(store: &MemoryStore, writer: &str, host: &str, closed: bool) {
+        let offset = Offset::new()
+            .with("log", "/var/lib/worker/wal")
+            .with("host", host)
+            .with("pid", 4242i64)
+            .with("opened_ms", 1_796_000_000_000i64)
+            .with("closed", closed);
+        store
+            .apply(&Batch::new("", 0, [(key(writer), Some(offset))]))
+            .unwrap();
+    }
+
+    #[test]
+    fn a_writer_on_another_machine_may_hold_batches() {
+        let store = MemoryStore::new();
+        store
+            .apply(&Batch::new(
+                "w",
+                3,
+                [(OffsetKey::new("c", Partition::new().with("p", 1)), None)],
+            ))
+            .unwrap();
+        registration(&store, "w", "another-host", false);
+        let notes = unapplied(&store, Some("c")).unwrap();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        for part in [
+            "writer `w` (log /var/lib/worker/wal on another-host, pid 4242",
+            "up to seq 3",
+            "cannot read",
+        ] {
+            assert!(notes[0].contains(part), "{part}: {}", notes[0]);
+        }
+    }
+
+    #[test]
+    fn a_closed_writer_holds_nothing_unapplied() {
+        let store = MemoryStore::new();
+        registration(&store, "w", "another-host", true);
+        assert!(unapplied(&store, None).unwrap().is_empty());
+        assert_eq!(read(&store).unwrap().len(), 1);
+    }
+}
