@@ -44,13 +44,13 @@
 //!   is sent again under that name, and lines a late writer still appends to it are sent under it.
 //! - **Copied and truncated** (logrotate's `copytruncate`), while running or stopped: a file of
 //!   another inode that begins with the bytes the fingerprint of a truncated (or replaced) file
-//!   covers is its copy, and its rest is read first, as above. A new file that begins with the
-//!   first 256 bytes of a file still read under its own name, or shorter than 256 bytes and all
-//!   of them that file's first, is taken for its copy (or one being made) and not read until it
-//!   differs, as Vector and Filebeat take files of one fingerprint for one file (and read no file
-//!   shorter than their fingerprint).
-//!   Lines written between the copy and the truncation are lost, as logrotate says; a file
-//!   copied and truncated before any of it was read is read again under its copy's name.
+//!   covers is its copy, and its rest is read first, as above. Lines written between the copy and
+//!   the truncation are lost, as logrotate says; a file copied and truncated before any of it was
+//!   read is read again under its copy's name.
+//! - **A copy beside a file being read**: a new file whose first 256 bytes are those of a file
+//!   still read under its own name is taken for its copy and not read, and so is a shorter one
+//!   all of whose bytes are that file's first (a copy being made), until it differs: Vector and
+//!   Filebeat take files of one fingerprint for one file too, and read no file shorter than it.
 //! - **Truncated or replaced** (shorter than the stored position, or another fingerprint), with no
 //!   copy in the directory: read again from byte 0, with a warning on stderr.
 //!
@@ -59,11 +59,11 @@
 //!
 //! ## Lines
 //! A line ends at `\n`; a `\r` before it is dropped too, so `\r\n` files send the same records as
-//! `\n` files (Connect's `FileStreamSourceTask` strips `\n`, `\r\n` and a lone `\r`). A lone `\r`
-//! does not end a line here: it is rarer as a line end (classic Mac OS) than as content (progress
-//! output), and a line ending at a `\r` would depend on a byte not yet written. A line still being
-//! written (no `\n` yet) waits for a later pass; the last line of a file that never gets its `\n`
-//! is not sent, as in Connect.
+//! `\n` files (Connect's `FileStreamSourceTask` ends a line at `\n`, `\r\n` or a lone `\r`). A
+//! lone `\r` does not end a line here: it is rarer as a line end (classic Mac OS) than as content
+//! (progress output), and a line ending at a `\r` would depend on a byte not yet written. A line
+//! still being written (no `\n` yet) waits for a later pass; the last line of a file that never
+//! gets its `\n` is not sent, as in Connect.
 //!
 //! A line may be up to `--max-line-bytes` (default 1,000,000: librdkafka's default
 //! `message.max.bytes`; the producers are given that plus 4 KiB for the key and the record's
@@ -818,14 +818,14 @@ impl Tail<'_> {
                 ino: found.ino,
                 ..id
             });
-            // A copy made before the original grew further is read to its end.
-            moved.insert(
-                file.clone(),
-                Mark {
-                    position: mark.position.min(found.len),
-                    id,
-                },
-            );
+            // A copy shorter than the position (made before the original grew further, or still
+            // being written) keeps it at its last line end: never inside a line.
+            let position = if found.len < mark.position {
+                last_line_end(&found.path, found.len)?
+            } else {
+                mark.position
+            };
+            moved.insert(file.clone(), Mark { position, id });
         }
         for name in &rotated {
             if !moved.contains_key(*name) {
@@ -1031,6 +1031,23 @@ fn read_lines(
     let covered = chunk.end.min(FINGERPRINT_BYTES).saturating_sub(from);
     chunk.head.truncate(covered as usize);
     Ok(chunk)
+}
+
+/// The position after the last `\n` in the first `len` bytes of `path` (0 if none in its last
+/// MiB: the line before it is then taken for unread).
+fn last_line_end(path: &Path, len: u64) -> connect_offsets::Result<u64> {
+    let from = len.saturating_sub(1 << 20);
+    let mut f = File::open(path).map_err(|e| Error::io("open", path, e))?;
+    f.seek(SeekFrom::Start(from))
+        .map_err(|e| Error::io("seek", path, e))?;
+    let mut tail = Vec::new();
+    f.take(len - from)
+        .read_to_end(&mut tail)
+        .map_err(|e| Error::io("read", path, e))?;
+    Ok(tail
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| from + i as u64 + 1))
 }
 
 /// Where lines over `--max-line-bytes` are kept.

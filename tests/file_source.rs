@@ -425,7 +425,8 @@ impl Track {
 
 /// `cycles()` worker lifetimes over an app's log rotated once per lifetime, alternately while the
 /// worker runs (at a random instant after it read the current file, SIGKILLed at another) and
-/// while it is stopped (SIGKILLed, rotated, the new file made longer than the old one's offset);
+/// while it is stopped (SIGKILLed, rotated, the new file made longer than the old one's offset:
+/// read on from there, it would give cut lines);
 /// then a last worker catches up. Returns the topic's records and how many lines were written.
 fn rotations(tmp: &Path, data: &str, how: Rotation, mode: Mode) -> (Vec<(String, Vec<u8>)>, u64) {
     let dir = tmp.join("files");
@@ -481,10 +482,17 @@ fn rotations(tmp: &Path, data: &str, how: Rotation, mode: Mode) -> (Vec<(String,
         } else {
             rng.pause(400);
             w.kill();
+            // The old file's stored offset: its last commit printed, or one batch more (a kill
+            // between a commit and its line).
+            let stored = w
+                .committed()
+                .iter()
+                .rev()
+                .find(|(file, _)| file == "app.log")
+                .map_or(0, |(_, position)| *position);
             let mut app = app.lock().unwrap();
-            let old = app.len();
             app.rotate(how);
-            while app.len() <= old {
+            while app.len() <= stored + 50 * 46 {
                 app.write(50);
             }
             track = Track {
