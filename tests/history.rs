@@ -435,6 +435,55 @@ fn memory_history_comes_back_from_the_log_once() {
     buffer.close().unwrap();
 }
 
+/// A memory store behind its commit buffer, closed cleanly and reopened: history comes back with
+/// the times its changes were made (not the reopen's), and a rewind to a moment before the restart,
+/// between two of its commits, gives exactly what the store held then.
+#[test]
+fn memory_history_keeps_its_times_across_a_clean_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = dir.path().join("wal");
+    let open_store =
+        || -> Arc<dyn OffsetStore> { Arc::new(with_history(MemoryStore::new(), week())) };
+    let buffer = CommitBuffer::open(open_store(), buffer_config(&wal)).unwrap();
+    let commits: [&[(&str, i64)]; 3] = [&[("a", 1), ("b", 1)], &[("a", 2)], &[("a", 3), ("c", 1)]];
+    for offers in commits {
+        for (t, n) in offers {
+            buffer.offer(key(t), pos(*n).unwrap()).unwrap();
+        }
+        buffer.commit_with(Durability::Store).wait().unwrap();
+        // Distinct commit times, even on a coarse clock.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = history::read(&**buffer.store(), C).unwrap();
+    assert_eq!(before.changes.len(), 5, "{before:?}");
+    buffer.close().unwrap();
+    drop(buffer);
+    // The reopen comes well after every commit: a time stamped at it cannot pass for theirs.
+    std::thread::sleep(Duration::from_millis(50));
+
+    let buffer = CommitBuffer::open(open_store(), buffer_config(&wal)).unwrap();
+    let after = history::read(&**buffer.store(), C).unwrap();
+    assert_eq!(after, before, "history after a clean close and reopen");
+    let at = |seq: u64| before.changes.iter().find(|c| c.seq == seq).unwrap().at_us;
+    // Between the first commit and the second: a=1, b=1, no c.
+    let then = at(1) + (at(2) - at(1)) / 2;
+    let plan = history::plan_rewind(
+        &**buffer.store(),
+        C,
+        RewindTo::Time(then),
+        None,
+        time::now_us(),
+    )
+    .expect("a rewind to a time before the restart");
+    assert_eq!(plan.at_us, then);
+    buffer.store().write(plan.entries()).unwrap();
+    assert_eq!(
+        state(&**buffer.store()),
+        vec![(key("a"), pos(1).unwrap()), (key("b"), pos(1).unwrap())]
+    );
+    buffer.close().unwrap();
+}
+
 /// The command line on RocksDB: `history` newest first (text, JSON, one partition, since a time),
 /// `rewind` by time and by seq, a dry run that prints the moves and writes nothing.
 #[test]

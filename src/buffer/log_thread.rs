@@ -68,6 +68,12 @@ impl LogThread {
             let mut st = lock(&shared);
             let (epoch, entries, oldest) = loop {
                 if st.closing {
+                    if st.poisoned.is_none() {
+                        // Nothing appends any more: the buffer's close may fold the active
+                        // segment into a snapshot of a volatile store (see `release_or_compact`).
+                        drop(st);
+                        self.log.stop();
+                    }
                     return;
                 }
                 let asked = st.requested >= st.open_epoch;

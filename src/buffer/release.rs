@@ -11,8 +11,11 @@ use crate::{Offset, OffsetKey, Result};
 
 /// Frees the log of batches through `seq`, which `store` has applied. Durable store: persist it, then
 /// release every closed segment at or below `seq`. Volatile store: write its state as the snapshot of
-/// `writer` at `seq` through closed segment `through_gen`; with no `through_gen` nothing is closed
-/// that a snapshot could replace, and the log stays as it is.
+/// `writer` at `seq` through closed segment `through_gen`; with no `through_gen` (the buffer's close:
+/// its log thread has stopped, so its last segment counts as closed too), through the newest closed
+/// segment that holds, with every one before it, no batch above `seq`, so that the next open starts
+/// from the store's state as it was (history's records with their times) instead of replaying its
+/// batches; with none such the log stays as it is.
 pub(super) fn release_or_compact(
     store: &dyn OffsetStore,
     wal: &WalDir,
@@ -23,10 +26,25 @@ pub(super) fn release_or_compact(
     if store.durable() {
         store.persist()?;
         wal.release(seq)?;
-    } else if let Some(through_gen) = through_gen {
+    } else if let Some(through_gen) = through_gen.or_else(|| {
+        wal.close_stopped();
+        held_through(wal, seq)
+    }) {
         compact(wal, writer, seq, store.all()?, through_gen)?;
     }
     Ok(())
+}
+
+/// The newest closed segment of `wal` that, with every closed segment before it, holds no batch
+/// above `seq`: a snapshot of the store at `seq` can replace them all.
+fn held_through(wal: &WalDir, seq: u64) -> Option<u64> {
+    let mut closed = wal.closed();
+    closed.sort_by_key(|s| s.generation);
+    closed
+        .iter()
+        .take_while(|s| s.last_seq <= seq)
+        .map(|s| s.generation)
+        .last()
 }
 
 /// Writes `all`, a volatile store's state after `writer`'s batch `seq`, as the log's snapshot

@@ -85,6 +85,9 @@ struct DirState {
     closed: Vec<ClosedSegment>,
     snapshot: Option<(u64, u64)>,
     max_gen: u64,
+    /// The active segment as its writer left it at a clean stop ([`WalWriter::stop`]): nothing
+    /// appends to it any more, so [`WalDir::close_stopped`] may count it as closed.
+    stopped: Option<ClosedSegment>,
 }
 
 fn segment_name(generation: u64) -> String {
@@ -406,6 +409,15 @@ impl WalDir {
         })
     }
 
+    /// Counts the segment its writer left at a clean stop ([`WalWriter::stop`]) as closed, when it
+    /// holds any batch, so that a snapshot can replace it. Returns it, `None` when there is none.
+    pub fn close_stopped(&self) -> Option<ClosedSegment> {
+        let mut st = self.state.lock().expect("wal state");
+        let seg = st.stopped.take().filter(|s| s.bytes > 0)?;
+        st.closed.push(seg.clone());
+        Some(seg)
+    }
+
     /// Segments that are closed and not yet released.
     pub fn closed(&self) -> Vec<ClosedSegment> {
         self.state.lock().expect("wal state").closed.clone()
@@ -575,6 +587,17 @@ impl WalWriter {
     /// True when the active segment is empty.
     pub fn is_empty(&self) -> bool {
         self.file.len() == 0
+    }
+
+    /// Ends the writing of the active segment (the writer of a log that stops cleanly): its
+    /// directory may then count it as closed ([`WalDir::close_stopped`]), and no new segment is made.
+    pub fn stop(self) {
+        let stopped = ClosedSegment {
+            generation: self.generation,
+            last_seq: self.last_seq,
+            bytes: self.file.len(),
+        };
+        self.dir.state.lock().expect("wal state").stopped = Some(stopped);
     }
 
     /// Closes the active segment and starts a new one. Returns the closed segment.
