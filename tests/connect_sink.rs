@@ -55,6 +55,14 @@ fn positions(doc: &ConnectorOffsets) -> BTreeSet<(String, i64, i64)> {
         .collect()
 }
 
+/// Each entry's partition as printed, members in their order: what a diff of two outputs sees.
+fn printed_partitions(doc: &ConnectorOffsets) -> BTreeSet<String> {
+    doc.offsets
+        .iter()
+        .map(|(p, _)| p.as_ref().expect("a sink partition").to_json())
+        .collect()
+}
+
 fn parse(body: &str) -> ConnectorOffsets {
     ConnectorOffsets::parse(body.as_bytes()).unwrap_or_else(|e| panic!("`{body}`: {e}"))
 }
@@ -220,6 +228,11 @@ fn a_real_sink_connector_and_our_kafka_group_store_agree() {
     let ours = parse(&cli(&["list", "--store", &store_url, "--connector", &name]));
     assert_eq!(positions(&ours), positions(&connects));
     assert_eq!(positions(&ours), ten);
+    assert_eq!(
+        printed_partitions(&ours),
+        printed_partitions(&connects),
+        "partitions printed with their members in Connect's order, so that the two diff cleanly"
+    );
     let serve = Serve::start(&["--store", &store_url]);
     let (st, body) = http("GET", &serve.offsets_url(&name), None);
     assert_eq!(st, 200, "{body}");

@@ -164,8 +164,9 @@ fn a_sink_connectors_offsets_are_its_groups_committed_offsets() {
     assert_eq!(
         out.trim(),
         format!(
-            r#"{{"offsets":[{{"partition":{{"kafka_topic":"{t}","kafka_partition":0}},"offset":{{"kafka_offset":2}}}},{{"partition":{{"kafka_topic":"{t}","kafka_partition":2}},"offset":{{"kafka_offset":10}}}}]}}"#
-        )
+            r#"{{"offsets":[{{"partition":{{"kafka_partition":0,"kafka_topic":"{t}"}},"offset":{{"kafka_offset":2}}}},{{"partition":{{"kafka_partition":2,"kafka_topic":"{t}"}},"offset":{{"kafka_offset":10}}}}]}}"#
+        ),
+        "members in the order Connect's GET prints them (its HashMap's), so the two diff cleanly"
     );
     let lag = cli(&["lag", "--store", &url(), "--json"]);
     assert!(

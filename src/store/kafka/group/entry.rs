@@ -30,13 +30,16 @@ impl std::fmt::Display for TopicPartition {
 }
 
 impl TopicPartition {
-    /// The store key of this topic partition for `connector`, members in Connect's order.
+    /// The store key of this topic partition for `connector`, members in the order Connect's
+    /// `GET /connectors/{name}/offsets` prints them: `SinkUtils.consumerGroupOffsetsToConnectorOffsets`
+    /// puts them in a `java.util.HashMap`, whose iteration gives `kafka_partition` (bucket 4 of 16)
+    /// before `kafka_topic` (bucket 10), so that our output and the worker's diff cleanly.
     pub fn key(&self, connector: &str) -> OffsetKey {
         OffsetKey::new(
             connector,
             Partition::new()
-                .with(TOPIC, self.topic.as_str())
-                .with(PARTITION, i64::from(self.partition)),
+                .with(PARTITION, i64::from(self.partition))
+                .with(TOPIC, self.topic.as_str()),
         )
     }
 }
