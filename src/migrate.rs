@@ -194,20 +194,37 @@ pub fn migrate(
         }
         report.writers_skipped = Some(e.to_string());
     }
+    let mut written: Vec<&str> = Vec::new();
     for c in &connectors {
         let (changes, entries) = plan(from, to, c)?;
         if !options.dry_run && !entries.is_empty() {
-            to.write(entries).map_err(|e| {
-                let what = if to.atomic() {
+            // A store that may write part of a batch is read again after a failure: a write
+            // refused before any change (a sink group's checks) left it as it was.
+            let kept = (!to.atomic()).then(|| entries.clone());
+            if let Err(e) = to.write(entries) {
+                let untouched = to.atomic()
+                    || kept.is_some_and(|kept| plan(from, to, c).is_ok_and(|(_, now)| now == kept));
+                let what = if untouched {
                     "nothing of it was written"
                 } else {
                     "part of it may be written: run the migration again"
                 };
-                e.context(format!(
-                    "writing connector `{c}` to the {} store failed ({what})",
+                let before = match written.as_slice() {
+                    [] => String::new(),
+                    done => format!(
+                        "; the connectors before it were written ({})",
+                        done.iter()
+                            .map(|c| format!("`{c}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
+                return Err(e.context(format!(
+                    "writing connector `{c}` to the {} store failed ({what}{before})",
                     to.kind()
-                ))
-            })?;
+                )));
+            }
+            written.push(c);
         }
         report.connectors.push(changes);
     }

@@ -626,3 +626,29 @@ fn a_group_of_the_new_consumer_protocol_with_a_member_is_refused_too() {
     assert_eq!(committed(&group, &t, 2), before);
     drop(task);
 }
+
+/// A migration the destination refuses before changing anything (a sink group's checks: here a
+/// topic that does not exist) says that nothing was written.
+#[test]
+fn a_migration_refused_by_the_sink_groups_checks_says_nothing_was_written() {
+    let name = connector();
+    let absent = unique_topic("absent");
+    let from = connect_offsets::store::MemoryStore::new();
+    from.set(
+        key(&name, &absent, 0),
+        Offset::new().with("kafka_offset", 1),
+    )
+    .unwrap();
+    let to = KafkaGroupStore::open(&url()).unwrap();
+    let options = connect_offsets::migrate::MigrateOptions {
+        connector: Some(name.clone()),
+        ..Default::default()
+    };
+    let e = connect_offsets::migrate::migrate(&from, &to, &options)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("does not exist"), "{e}");
+    assert!(e.contains("nothing of it was written"), "{e}");
+    assert!(!e.contains("may be written"), "{e}");
+    assert!(to.partitions(&name).unwrap().is_empty());
+}
