@@ -705,7 +705,7 @@ fn a_truncated_or_replaced_file_is_read_again_from_its_start() {
 fn long_lines_are_sent_up_to_the_limit_and_longer_ones_skipped() {
     let big = vec![b'b'; 300 << 10];
     let huge = vec![b'h'; 1_200_000];
-    for mode in [Mode::AtLeastOnce, Mode::ExactlyOnce] {
+    for mode in [Mode::ExactlyOnce, Mode::AtLeastOnce] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("files");
         std::fs::create_dir(&dir).unwrap();
