@@ -7,7 +7,8 @@
 //! each line once.
 //!
 //! Every wait and kill is timed from the worker's readiness (the commits it prints), never from its
-//! start; `FILE_SOURCE_SEED` replays the random delays (printed). The child is this test binary
+//! start; `FILE_SOURCE_SEED` replays the random delays (printed), `FILE_SOURCE_CYCLES` sets the
+//! worker lifetimes per rotation test (default 6). The child is this test binary
 //! re-run with `FILE_SOURCE_ARGS` set: it runs the example's own `run` (the example's source is
 //! compiled in here as a module), as `tests/exactly_once.rs` does.
 
@@ -115,8 +116,8 @@ impl Worker {
         let t0 = Instant::now();
         while !done(&self.printed.lock().unwrap()) {
             if let Some(status) = self.child.try_wait().unwrap() {
-                // What it printed last may still be in the pipe.
-                std::thread::sleep(Duration::from_millis(200));
+                // What it printed last may still be in the pipe: read it to its end.
+                self.join_stdout();
                 if done(&self.printed.lock().unwrap()) {
                     return;
                 }
@@ -136,7 +137,7 @@ impl Worker {
         let t0 = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                self.stdout.take().unwrap().join().unwrap();
+                self.join_stdout();
                 return status;
             }
             assert!(
@@ -155,7 +156,14 @@ impl Worker {
         }
         self.child.kill().unwrap();
         self.child.wait().unwrap();
-        self.stdout.take().unwrap().join().unwrap();
+        self.join_stdout();
+    }
+
+    /// Waits for the thread reading the worker's stdout (it ends when the worker has exited).
+    fn join_stdout(&mut self) {
+        if let Some(thread) = self.stdout.take() {
+            thread.join().unwrap();
+        }
     }
 
     fn log(&self) -> String {
