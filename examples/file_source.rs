@@ -445,6 +445,11 @@ impl Mark {
     }
 }
 
+/// Whether `e` is a file that was not found: renamed or deleted since the directory was listed.
+fn gone(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}
+
 /// FNV-1a, 64 bits: a fingerprint, not a defence against crafted collisions.
 fn fnv1a(bytes: &[u8]) -> u64 {
     fnv1a_on(0xcbf2_9ce4_8422_2325, bytes)
@@ -457,19 +462,20 @@ fn fnv1a_on(h: u64, bytes: &[u8]) -> u64 {
     })
 }
 
-/// The first `n` bytes of `path` (fewer if it is shorter).
-fn head(path: &Path, n: u64) -> connect_offsets::Result<Vec<u8>> {
-    let f = File::open(path).map_err(|e| Error::io("open", path, e))?;
+/// The first `n` bytes of a file (fewer if it is shorter).
+fn head(found: &Found, n: u64) -> connect_offsets::Result<Vec<u8>> {
     let mut head = Vec::with_capacity(n as usize);
-    f.take(n)
+    found
+        .open()?
+        .take(n)
         .read_to_end(&mut head)
-        .map_err(|e| Error::io("read", path, e))?;
+        .map_err(|e| Error::io("read", &found.path, e))?;
     Ok(head)
 }
 
-/// The fingerprint of the first `n` bytes of `path`; `None` if it has fewer.
-fn fingerprint(path: &Path, n: u64) -> connect_offsets::Result<Option<u64>> {
-    let head = head(path, n)?;
+/// The fingerprint of the first `n` bytes of a file; `None` if it has fewer.
+fn fingerprint(found: &Found, n: u64) -> connect_offsets::Result<Option<u64>> {
+    let head = head(found, n)?;
     Ok((head.len() as u64 == n).then(|| fnv1a(&head)))
 }
 
@@ -483,9 +489,25 @@ struct Found {
 }
 
 impl Found {
+    /// Opens the file listed; a file renamed or deleted since (another inode under its name, or
+    /// none) is an error that `gone` tells.
+    fn open(&self) -> connect_offsets::Result<File> {
+        let path = &self.path;
+        let f = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let meta = f.metadata().map_err(|e| Error::io("stat", path, e))?;
+        if (meta.dev(), meta.ino()) != (self.dev, self.ino) {
+            let replaced = std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "replaced since the directory was listed",
+            );
+            return Err(Error::io("open", path, replaced));
+        }
+        Ok(f)
+    }
+
     /// This file's identity with a fingerprint of its first `n` bytes (`None`: it has fewer).
     fn id(&self, n: u64) -> connect_offsets::Result<Option<FileId>> {
-        Ok(fingerprint(&self.path, n)?.map(|fingerprint| FileId {
+        Ok(fingerprint(self, n)?.map(|fingerprint| FileId {
             dev: self.dev,
             ino: self.ino,
             fingerprint,
@@ -501,7 +523,7 @@ impl Found {
         Ok(self.dev == id.dev
             && self.ino == id.ino
             && self.len >= mark.position
-            && fingerprint(&self.path, id.fingerprint_bytes)? == Some(id.fingerprint))
+            && fingerprint(self, id.fingerprint_bytes)? == Some(id.fingerprint))
     }
 
     /// Whether this is a copy of the file `mark` describes: another inode with the first bytes
@@ -513,7 +535,7 @@ impl Found {
         };
         Ok(id.fingerprint_bytes > 0
             && (self.dev, self.ino) != (id.dev, id.ino)
-            && fingerprint(&self.path, id.fingerprint_bytes)? == Some(id.fingerprint))
+            && fingerprint(self, id.fingerprint_bytes)? == Some(id.fingerprint))
     }
 }
 
@@ -747,14 +769,14 @@ impl Tail<'_> {
         located: &BTreeMap<String, String>,
     ) -> connect_offsets::Result<bool> {
         let n = found.len.min(FINGERPRINT_BYTES);
-        let first = head(&found.path, n)?;
+        let first = head(found, n)?;
         for (name, at) in located {
             let original = &files[at];
             if name != at || original.len < n {
                 continue;
             }
             let same_inode = (original.dev, original.ino) == (found.dev, found.ino);
-            if same_inode || head(&original.path, n)? == first {
+            if same_inode || head(original, n)? == first {
                 if n == FINGERPRINT_BYTES && self.copies.insert(file.to_string()) {
                     eprintln!(
                         "file_source: `{file}` begins with the same {n} bytes as `{name}`: taken \
@@ -821,19 +843,16 @@ impl Tail<'_> {
             // A copy shorter than the position (made before the original grew further, or still
             // being written) keeps it at its last line end: never inside a line.
             let position = if found.len < mark.position {
-                last_line_end(&found.path, found.len)?
+                last_line_end(found, found.len)?
             } else {
                 mark.position
             };
             moved.insert(file.clone(), Mark { position, id });
         }
+        let mut news = Vec::new();
         for name in &rotated {
             if !moved.contains_key(*name) {
-                eprintln!(
-                    "file_source: `{name}` was rotated (its earlier file, `{}`, is read to its \
-                     end): reading the new `{name}` from byte 0",
-                    plan.located[*name]
-                );
+                news.push(*name);
                 moved.insert(
                     (*name).clone(),
                     Mark {
@@ -843,6 +862,13 @@ impl Tail<'_> {
                 );
             }
         }
+        for name in news {
+            eprintln!(
+                "file_source: `{name}` was rotated (its earlier file, `{}`, is read to its end): \
+                 reading the new `{name}` from byte 0",
+                plan.located[name]
+            );
+        }
         for (name, mark) in moved {
             self.dirty.insert(name.clone());
             self.marks.insert(name, mark);
@@ -851,11 +877,17 @@ impl Tail<'_> {
     }
 
     /// Copies a skipped line to the dead-letter file, if there is one, and says so.
-    fn skip(&mut self, name: &str, path: &Path, at: u64, len: u64) -> connect_offsets::Result<()> {
+    fn skip(
+        &mut self,
+        name: &str,
+        src: (&File, &Path),
+        at: u64,
+        len: u64,
+    ) -> connect_offsets::Result<()> {
         let max = self.args.max_line_bytes;
         match &mut self.dead_letter {
             Some(dl) => {
-                dl.append(name, path, at, len)?;
+                dl.append(name, src, at, len)?;
                 eprintln!(
                     "file_source: error: `{name}` has a line of {len} bytes at byte {at}, over \
                      --max-line-bytes {max}: not sent; written to the dead-letter file {}",
@@ -891,7 +923,16 @@ fn tail(
     t.load(offsets)?;
     loop {
         let files = list_files(&args.dir, &mut t.clashes)?;
-        let plan = t.plan(&files)?;
+        // A file renamed or deleted since the listing makes the plan stale: plan again.
+        let before = (t.marks.clone(), t.dirty.clone());
+        let plan = match t.plan(&files) {
+            Ok(plan) => plan,
+            Err(e) if gone(&e) => {
+                (t.marks, t.dirty) = before;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let mut sent = 0;
         let mut drained = BTreeSet::new();
         for (name, file) in &plan.located {
@@ -900,12 +941,16 @@ fn tail(
             }
             let found = &files[file];
             let from = t.marks[name].position;
-            let chunk = read_lines(&found.path, from, args.batch - sent, args.max_line_bytes)?;
+            let chunk = match read_lines(found, from, args.batch - sent, args.max_line_bytes) {
+                Ok(chunk) => chunk,
+                Err(e) if gone(&e) => continue, // Renamed since the listing: the next pass.
+                Err(e) => return Err(e),
+            };
             for line in &chunk.lines {
                 sink.send(&args.topic, name, line)?;
             }
             for &(at, len) in &chunk.skipped {
-                t.skip(name, &found.path, at, len)?;
+                t.skip(name, (&chunk.file, &found.path), at, len)?;
             }
             sent += chunk.lines.len();
             if !chunk.more {
@@ -929,7 +974,10 @@ fn tail(
                 t.dirty.insert(name.clone());
             }
         }
-        t.settle(&plan, &files, &drained)?;
+        match t.settle(&plan, &files, &drained) {
+            Err(e) if gone(&e) => {} // Renamed since the listing: the next pass.
+            settled => settled?,
+        }
         if t.dirty.is_empty() {
             if args.exit_when_caught_up {
                 println!("caught up");
@@ -965,18 +1013,22 @@ struct Chunk {
     more: bool,
     /// The bytes from `from` to `end` that lie in the first `FINGERPRINT_BYTES` of the file.
     head: Vec<u8>,
+    /// The file read (the same file if it has been renamed since).
+    file: File,
 }
 
 /// Up to `max_lines` complete lines of `path` from byte `from`, each of `max_line` bytes at most
 /// (longer ones are skipped, in `skipped`). A line still being written (no `\n` yet) is left for
 /// a later pass. Memory stays within the budget whatever the length of a line.
 fn read_lines(
-    path: &Path,
+    found: &Found,
     from: u64,
     max_lines: usize,
     max_line: usize,
 ) -> connect_offsets::Result<Chunk> {
-    let mut f = File::open(path).map_err(|e| Error::io("open", path, e))?;
+    let path = &found.path;
+    let mut f = found.open()?;
+    let file = f.try_clone().map_err(|e| Error::io("open", path, e))?;
     f.seek(SeekFrom::Start(from))
         .map_err(|e| Error::io("seek", path, e))?;
     let mut r = BufReader::with_capacity(64 << 10, f);
@@ -986,6 +1038,7 @@ fn read_lines(
         end: from,
         more: false,
         head: Vec::new(),
+        file,
     };
     let (mut line, mut line_len, mut last, mut pos, mut bytes) = (Vec::new(), 0u64, 0u8, from, 0);
     loop {
@@ -1033,11 +1086,12 @@ fn read_lines(
     Ok(chunk)
 }
 
-/// The position after the last `\n` in the first `len` bytes of `path` (0 if none in its last
+/// The position after the last `\n` in the first `len` bytes of a file (0 if none in its last
 /// MiB: the line before it is then taken for unread).
-fn last_line_end(path: &Path, len: u64) -> connect_offsets::Result<u64> {
+fn last_line_end(found: &Found, len: u64) -> connect_offsets::Result<u64> {
+    let path = &found.path;
     let from = len.saturating_sub(1 << 20);
-    let mut f = File::open(path).map_err(|e| Error::io("open", path, e))?;
+    let mut f = found.open()?;
     f.seek(SeekFrom::Start(from))
         .map_err(|e| Error::io("seek", path, e))?;
     let mut tail = Vec::new();
@@ -1072,16 +1126,16 @@ impl DeadLetter {
         }))
     }
 
-    /// Appends `<name>\t<at>\t<len>\n`, then the `len` bytes of `from` at `at`, then `\n`.
+    /// Appends `<name>\t<at>\t<len>\n`, then the `len` bytes of `src` (at `from`) at `at`, then
+    /// `\n`.
     fn append(
         &mut self,
         name: &str,
-        from: &Path,
+        (mut src, from): (&File, &Path),
         at: u64,
         len: u64,
     ) -> connect_offsets::Result<()> {
         let dl = &self.path;
-        let mut src = File::open(from).map_err(|e| Error::io("open", from, e))?;
         src.seek(SeekFrom::Start(at))
             .map_err(|e| Error::io("seek", from, e))?;
         let mut record = Vec::new();
