@@ -415,7 +415,8 @@ impl CommitBuffer {
         self.stop();
         let released = if result.is_ok() {
             let applied = lock(&self.shared).stats.applied_seq;
-            // No segment to compact through (close does not rotate): a volatile store's log stays.
+            // No segment named: the log thread has stopped, so a volatile store's whole log, its
+            // last segment too, folds into a snapshot (the next open replays nothing).
             release_or_compact(
                 &*self.store,
                 &self.shared.wal,
