@@ -1,9 +1,8 @@
-//! librdkafka's consumer-group offset admin calls, which rdkafka's safe API does not expose:
-//! `ListConsumerGroupOffsets` (every offset a group committed, in one request: what Connect's
-//! `GET` lists through `listConsumerGroupOffsets`) and `DeleteConsumerGroupOffsets` (Kafka's
-//! `OffsetDelete`: what Connect's `PATCH` does for an `"offset": null`). The list goes through a
-//! handle that has a `group.id`: librdkafka hands a fetch's `NOT_COORDINATOR` to the handle's
-//! group, and crashes on a handle without one (librdkafka issue #5040).
+//! librdkafka's `DeleteConsumerGroupOffsets` (Kafka's `OffsetDelete`: what Connect's `PATCH` does
+//! for an `"offset": null`), which rdkafka's safe API does not expose. A group's committed offsets
+//! are read through a consumer of the group instead (`KafkaGroupStore::committed_in`): librdkafka's
+//! `ListConsumerGroupOffsets` crashed the process when a coordinator answered `NOT_COORDINATOR`
+//! (librdkafka issue #5040).
 #![deny(unsafe_op_in_unsafe_fn)]
 
 use std::ffi::{CStr, CString, c_char};
@@ -26,68 +25,6 @@ pub(crate) struct Failure {
 
 /// One partition of a group's answer: its offset (negative: none) and its error code.
 type Row = (TopicPartition, i64, RDKafkaErrorCode);
-
-/// Every committed offset of `group` (`partitions: None`), or those of `partitions`; a partition
-/// without one is left out.
-pub(crate) fn list_offsets<C: ClientContext>(
-    client: &Client<C>,
-    group: &str,
-    partitions: Option<&[TopicPartition]>,
-    timeout: Duration,
-) -> Result<Vec<(TopicPartition, i64)>, Failure> {
-    let name = c_group(group)?;
-    let list = partitions.map(tpl);
-    let rk = client.native_ptr();
-    // SAFETY: `name` and `list` outlive the request, which librdkafka copies when it is sent.
-    let request = unsafe {
-        rd::rd_kafka_ListConsumerGroupOffsets_new(
-            name.as_ptr(),
-            list.as_ref()
-                .map_or(std::ptr::null(), |l| l.ptr() as *const _),
-        )
-    };
-    let mut requests = [request];
-    let send = |options: *mut rd::rd_kafka_AdminOptions_t, queue: *mut rd::rd_kafka_queue_t| {
-        // SAFETY: `rk` is borrowed from `client` for the whole call; one request in the array.
-        unsafe {
-            rd::rd_kafka_ListConsumerGroupOffsets(rk, requests.as_mut_ptr(), 1, options, queue)
-        }
-    };
-    let read = |event: *mut rd::rd_kafka_event_t| {
-        // SAFETY: `event` is the live event `call` polled; everything is copied out of it.
-        unsafe {
-            let result = rd::rd_kafka_event_ListConsumerGroupOffsets_result(event);
-            if result.is_null() {
-                return Err(other_event("ListConsumerGroupOffsets"));
-            }
-            let mut n = 0usize;
-            let groups = rd::rd_kafka_ListConsumerGroupOffsets_result_groups(result, &mut n);
-            group_rows(groups, n)
-        }
-    };
-    let op = rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS;
-    // SAFETY: `rk` is a live handle borrowed from `client` for the whole call.
-    let rows = unsafe { call(rk, op, millis(timeout), send, read) };
-    // SAFETY: made above, used no more.
-    unsafe { rd::rd_kafka_ListConsumerGroupOffsets_destroy(request) };
-    let rows = rows?;
-    // A partition's own error (a coordinator that moved, an unstable commit) fails the whole
-    // answer, so that the caller asks again rather than list the group without it.
-    if let Some((tp, _, code)) = rows
-        .iter()
-        .find(|(_, _, c)| *c != RDKafkaErrorCode::NoError)
-    {
-        return Err(Failure {
-            code: *code,
-            text: format!("partition {} {} answered {code}", tp.topic, tp.partition),
-        });
-    }
-    Ok(rows
-        .into_iter()
-        .filter(|(_, offset, _)| *offset >= 0)
-        .map(|(tp, offset, _)| (tp, offset))
-        .collect())
-}
 
 /// Deletes `group`'s offsets of `partitions`. `Ok` holds the partitions the broker refused, each
 /// with its error code (`GroupSubscribedToTopic` while a member consumes the topic).

@@ -76,25 +76,6 @@ const RESERVED: &[(&str, &str)] = &[
     ),
 ];
 
-/// The offsets client's settings: a group of its own that it never joins nor commits to.
-const FETCHER: [(&str, &str); 3] = [
-    ("group.id", "connect-offsets-fetch"),
-    ("enable.auto.commit", "false"),
-    ("enable.auto.offset.store", "false"),
-];
-
-/// Codes that mean the group's coordinator is loading, moving or not yet known: asked again
-/// until the store's timeout.
-fn is_coordinator_busy(code: RDKafkaErrorCode) -> bool {
-    matches!(
-        code,
-        RDKafkaErrorCode::NotCoordinator
-            | RDKafkaErrorCode::CoordinatorLoadInProgress
-            | RDKafkaErrorCode::CoordinatorNotAvailable
-            | RDKafkaErrorCode::UnstableOffsetCommit
-    )
-}
-
 /// A sink connector's consumer group as an offset store. See the [module docs](self).
 pub struct KafkaGroupStore {
     bootstrap: String,
@@ -105,10 +86,6 @@ pub struct KafkaGroupStore {
     /// Metadata, watermarks and group descriptions (no `group.id`: it never commits).
     meta: BaseConsumer<Ctx>,
     admin: AdminClient<Ctx>,
-    /// Where offset fetches are sent: a handle with a group (one it never joins), because
-    /// librdkafka asks the handle's group to find a new coordinator when a fetch answers
-    /// `NOT_COORDINATOR`, and crashes on a handle without one (librdkafka issue #5040).
-    fetcher: BaseConsumer<Ctx>,
 }
 
 impl fmt::Debug for KafkaGroupStore {
@@ -240,11 +217,6 @@ impl KafkaGroupStore {
         let secrets = Arc::new(Secrets::of(&properties));
         let meta = Self::client(hosts, &properties, &secrets, "group metadata")?;
         let admin = Self::client(hosts, &properties, &secrets, "group admin")?;
-        let fetcher = Self::config(hosts, &FETCHER, &properties)
-            .create_with_context(Ctx::new(secrets.clone(), "group offsets"))
-            .map_err(|e| {
-                Error::store_caused(STORE, format!("create the offsets client for {hosts}"), e)
-            })?;
         let store = KafkaGroupStore {
             bootstrap: hosts.trim().to_string(),
             names,
@@ -252,7 +224,6 @@ impl KafkaGroupStore {
             properties,
             meta,
             admin,
-            fetcher,
             secrets,
         };
         // Fail at open on unreachable brokers or refused credentials, not at the first request.
@@ -381,51 +352,72 @@ impl KafkaGroupStore {
             .collect())
     }
 
-    /// The committed offsets of `group`: every one (`None`), or those of `partitions`. A group that
-    /// does not exist has none.
+    /// The committed offsets of `group`: every one (`None`: of every partition the brokers know),
+    /// or those of `partitions`. A group that does not exist has none.
+    ///
+    /// Fetched through a consumer of the group (one that never joins it), whose group handle
+    /// finds the coordinator and follows it when it loads, moves or dies, as a consumer does.
+    /// librdkafka's admin call for this crashed the process on `NOT_COORDINATOR` (issue #5040)
+    /// and, given up on a dead coordinator, on its own timeout.
     fn committed_in(
         &self,
         group: &str,
         partitions: Option<&[TopicPartition]>,
     ) -> Result<BTreeMap<TopicPartition, i64>> {
-        let deadline = Instant::now() + self.timeout;
-        let mut pause = Duration::from_millis(50);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let failure = match group_admin::list_offsets(
-                self.fetcher.client(),
-                group,
-                partitions,
-                left.max(Duration::from_millis(1)),
-            ) {
-                Ok(rows) => return Ok(rows.into_iter().collect()),
-                Err(f) if f.code == RDKafkaErrorCode::GroupIdNotFound => return Ok(BTreeMap::new()),
-                Err(f) => f,
-            };
-            let text = self.fetcher.context().scrub(&failure.text);
-            if !is_coordinator_busy(failure.code) {
-                return Err(Error::store(
-                    STORE,
-                    format!(
-                        "list the offsets of consumer group `{group}`: {text} ({})",
-                        failure.code
-                    ),
-                ));
-            }
-            if Instant::now() + pause >= deadline {
-                return Err(Error::store(
-                    STORE,
-                    format!(
-                        "list the offsets of consumer group `{group}`: its coordinator was still \
-                         not ready after {:?} (timeout.ms): {text} ({})",
-                        self.timeout, failure.code
-                    ),
-                ));
-            }
-            tracing::debug!(group, code = %failure.code, "group coordinator busy; asking again");
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_secs(1));
+        let wanted = match partitions {
+            Some(p) => p.to_vec(),
+            None => self.every_partition()?,
+        };
+        if wanted.is_empty() {
+            return Ok(BTreeMap::new());
         }
+        let mut list = TopicPartitionList::new();
+        for tp in &wanted {
+            list.add_partition(&tp.topic, tp.partition);
+        }
+        let consumer = self.group_client(group)?;
+        let got = consumer
+            .committed_offsets(list, self.timeout)
+            .map_err(|e| {
+                self.error(
+                    &consumer,
+                    format!(
+                        "list the offsets of consumer group `{group}` within {:?} (timeout.ms)",
+                        self.timeout
+                    ),
+                    &e,
+                )
+            })?;
+        let mut out = BTreeMap::new();
+        for e in got.elements() {
+            if let (RdOffset::Offset(n), Ok(())) = (e.offset(), e.error()) {
+                let tp = TopicPartition {
+                    topic: e.topic().to_string(),
+                    partition: e.partition(),
+                };
+                out.insert(tp, n);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every partition of every topic but Kafka's own.
+    fn every_partition(&self) -> Result<Vec<TopicPartition>> {
+        let md = self
+            .meta
+            .fetch_metadata(None, self.timeout)
+            .map_err(|e| self.error(&self.meta, "fetch the brokers' topics", &e))?;
+        Ok(md
+            .topics()
+            .iter()
+            .filter(|t| !matches!(t.name(), "__consumer_offsets" | "__transaction_state"))
+            .flat_map(|t| {
+                t.partitions().iter().map(|p| TopicPartition {
+                    topic: t.name().to_string(),
+                    partition: p.id(),
+                })
+            })
+            .collect())
     }
 
     /// Every committed offset of `group` (what Connect's `GET` lists).
