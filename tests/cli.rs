@@ -243,6 +243,60 @@ fn bad_input_exits_non_zero_naming_the_problem() {
     );
 }
 
+/// Control characters in what an error message names are escaped, the C1 ones (U+0080 to U+009F,
+/// which a terminal shows as nothing) as the C0 ones are: a name holding one does not look clean.
+#[test]
+fn error_messages_escape_c1_control_characters() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("rocksdb://{}", dir.path().join("db").display());
+    for (name, shown) in [
+        ("a\u{85}b", r#""a\u0085b""#),
+        ("a\u{9b}b", r#""a\u009Bb""#),
+        ("a\u{1}b", r#""a\u0001b""#),
+    ] {
+        let out = cli(&[
+            "set",
+            "--store",
+            &url,
+            "--connector",
+            name,
+            "--partition",
+            "null",
+            "--offset",
+            "{}",
+        ]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!(
+                "the connector name {shown} holds control characters"
+            )),
+            "{err:?}"
+        );
+        assert!(!err.chars().any(|c| c.is_control() && c != '\n'), "{err:?}");
+    }
+    // A name in backticks too (a connector the store does not hold).
+    let out = cli(&[
+        "set",
+        "--store",
+        &url,
+        "--connector",
+        "c",
+        "--partition",
+        "null",
+        "--offset",
+        r#"{"p":1}"#,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = cli(&["reset", "--store", &url, "--connector", "x\u{85}y", "--all"]);
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("connector `x\\u0085y` has no offsets"),
+        "{err:?}"
+    );
+    assert!(!err.chars().any(|c| c.is_control() && c != '\n'), "{err:?}");
+}
+
 #[test]
 fn a_locked_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -711,6 +711,23 @@ fn cli_refusals_name_what_is_wrong() {
         &rewind(&["--connector", C, "--to", "09:40"]),
         "--to: `09:40` is not an RFC 3339 time",
     );
+    // A time that starts with `-` is the time's to refuse, not taken for an option.
+    refused(
+        &rewind(&["--connector", C, "--to", "-5m"]),
+        "--to: `-5m` is not an RFC 3339 time",
+    );
+    refused(
+        &cli(&[
+            "history",
+            "--store",
+            &store,
+            "--connector",
+            C,
+            "--since",
+            "-5m",
+        ]),
+        "--since: `-5m` is not an RFC 3339 time",
+    );
     refused(
         &rewind(&["--connector", C, "--to", "seq:x"]),
         "expected seq:N",

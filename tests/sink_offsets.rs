@@ -197,6 +197,18 @@ fn a_sink_connectors_offsets_are_its_groups_committed_offsets() {
     assert_eq!(store.reset_namespace(&name).unwrap(), 0);
     assert!(store.partitions(&name).unwrap().is_empty());
     assert!(!store.namespaces().unwrap().contains(&name));
+    // The command line agrees (Connect's DELETE answers 200 again): exit 0, 0 partitions.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
+        .args(["reset", "--store", &url(), "--connector", &name, "--all"])
+        .env_remove("CONNECT_OFFSETS_STORE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!("reset 0 partitions of connector `{name}`")),
+        "{err}"
+    );
 }
 
 #[test]
@@ -625,6 +637,40 @@ fn a_group_of_the_new_consumer_protocol_with_a_member_is_refused_too() {
     }
     assert_eq!(committed(&group, &t, 2), before);
     drop(task);
+}
+
+/// `history` and `rewind` on a sink connector's group say that consumer groups keep no history,
+/// instead of advising `?history=`, which a kafka-group:// URL refuses.
+#[test]
+fn history_and_rewind_say_that_sink_groups_keep_no_history() {
+    let t = topic(1);
+    let name = connector();
+    commit(&format!("connect-{name}"), &t, &[(0, 3)]);
+    for args in [
+        vec!["history", "--store", &url(), "--connector", &name],
+        vec![
+            "rewind",
+            "--store",
+            &url(),
+            "--connector",
+            &name,
+            "--to",
+            "seq:1",
+        ],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
+            .args(&args)
+            .env_remove("CONNECT_OFFSETS_STORE")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("sink connectors' consumer groups keep no history"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("?history="), "{args:?}: {err}");
+    }
 }
 
 /// A migration the destination refuses before changing anything (a sink group's checks: here a

@@ -42,6 +42,7 @@ fn older_than(text: &str) -> std::result::Result<Duration, String> {
 
 pub(crate) fn run(a: ExpireArgs) -> Result<ExitCode> {
     let store = open_existing(&a.store)?;
+    super::warn_unapplied(&*store, Some(&a.connector), !a.dry_run);
     let plan = expire::plan(&*store, &a.connector, a.older_than, expire::now_ms())?;
     let n = if a.dry_run {
         plan.stale.len()

@@ -22,7 +22,8 @@ pub(crate) struct HistoryArgs {
     #[arg(long)]
     partition: Option<String>,
     /// Only changes at or after this RFC 3339 time.
-    #[arg(long, value_name = "TIME")]
+    // Taken even when it starts with `-`, so that `-5m` gets the time's own message.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     since: Option<String>,
     /// Print JSON.
     #[arg(long)]
@@ -37,7 +38,8 @@ pub(crate) struct RewindArgs {
     #[arg(long)]
     connector: String,
     /// Where to: an RFC 3339 time (2026-12-01T09:40:00Z) or seq:N (right after batch N).
-    #[arg(long, value_name = "TIME|seq:N")]
+    // Taken even when it starts with `-`, so that `-5m` gets the time's own message.
+    #[arg(long, value_name = "TIME|seq:N", allow_hyphen_values = true)]
     to: String,
     /// Only this partition (a JSON object or null).
     #[arg(long)]
@@ -105,6 +107,19 @@ pub(crate) fn history_json(
     )
 }
 
+/// Refuses `command` on a sink connector's consumer group, which holds committed offsets only:
+/// there is no `?history=` to advise (the URL refuses it), so say so.
+fn refuse_sink_group(store: &dyn OffsetStore, command: &str) -> Result<()> {
+    if store.kind() != "kafka-group" {
+        return Ok(());
+    }
+    Err(connect_offsets::Error::Input(format!(
+        "`{command}` is not available on kafka-group://: sink connectors' consumer groups keep \
+         no history (only their committed offsets), and none can be turned on for them; \
+         `list` shows the committed offsets, and `set` or `reset` moves them"
+    )))
+}
+
 /// Newest batch first; a batch's changes stay in partition order.
 pub(crate) fn newest_first(changes: &mut [&Change]) {
     changes.sort_by_key(|c| std::cmp::Reverse((c.at_us, c.seq)));
@@ -123,6 +138,7 @@ pub(crate) fn show(a: HistoryArgs) -> Result<ExitCode> {
         .transpose()
         .map_err(|e| e.context("--since"))?;
     let store = open_read_only(&a.store)?;
+    refuse_sink_group(&*store, "history")?;
     let h = history::read(&*store, &a.connector)?;
     if h.changes.is_empty() && store.partitions(&a.connector)?.is_empty() {
         return Err(connect_offsets::Error::Input(format!(
@@ -188,6 +204,8 @@ pub(crate) fn rewind(a: RewindArgs) -> Result<ExitCode> {
         .map(|p| parse_key(&a.connector, p))
         .transpose()?;
     let store = open_existing(&a.store)?;
+    refuse_sink_group(&*store, "rewind")?;
+    super::warn_unapplied(&*store, Some(&a.connector), true);
     // The rewind is a move too: recorded even when the URL names no retention, or later rewinds
     // across it would work back from offsets history never saw.
     let store: Box<dyn OffsetStore> = if StoreUrl::parse(&a.store.store)?

@@ -21,11 +21,13 @@ use connect_offsets::codec::json;
 use connect_offsets::{Error, Offset, OffsetKey, OffsetStore};
 
 /// `eprintln!` that never panics: a closed stderr (a pipe whose reader left) loses the message,
-/// not the command's result or exit code.
+/// not the command's result or exit code. Control characters of the names it shows are escaped
+/// ([`escape_controls`]).
 macro_rules! note {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let text = format!($($arg)*);
+        let _ = writeln!(std::io::stderr(), "{}", $crate::cli::escape_controls(&text, true));
     }};
 }
 
@@ -162,11 +164,13 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // Errors name their cause in their own text too: print a cause only when it adds to it.
-            let mut shown = e.to_string();
+            // Control characters of names are escaped (a raw one prints as nothing, or moves
+            // the cursor); the message's own line breaks stay.
+            let mut shown = escape_controls(&e.to_string(), true).into_owned();
             note!("error: {shown}");
             let mut source = std::error::Error::source(&e);
             while let Some(s) = source {
-                let text = s.to_string();
+                let text = escape_controls(&s.to_string(), true).into_owned();
                 if !shown.contains(&text) {
                     note!("  caused by: {text}");
                     shown.push_str(&text);
@@ -249,6 +253,25 @@ pub(crate) fn open_read_only(store: &StoreArg) -> connect_offsets::Result<Box<dy
 }
 
 /// Parses a `--partition` argument: a JSON object or `null`.
+/// What a command tells before it shows (`writing: false`) or changes offsets of `connector`
+/// (`None`: of any): each writer whose log holds batches the store has not applied
+/// (`buffer::register`). A writer's replay never undoes a tool's write (`store::fence`), which a
+/// write says.
+pub(crate) fn warn_unapplied(store: &dyn OffsetStore, connector: Option<&str>, writing: bool) {
+    match connect_offsets::buffer::register::unapplied(store, connector) {
+        Ok(notes) => {
+            for n in notes {
+                if writing {
+                    note!("warning: {n}; what this command writes is kept when they are replayed");
+                } else {
+                    note!("warning: {n}");
+                }
+            }
+        }
+        Err(e) => note!("warning: cannot tell whether writers' logs hold unapplied batches: {e}"),
+    }
+}
+
 pub(crate) fn parse_key(connector: &str, partition: &str) -> connect_offsets::Result<OffsetKey> {
     match json::parse_strict(partition.as_bytes()) {
         Ok(json::Json::Null) => Ok(OffsetKey::null_partition(connector)),
@@ -289,11 +312,32 @@ pub(crate) fn print(bytes: &[u8]) -> connect_offsets::Result<()> {
         .map_err(|e| Error::io("write", "stdout", e))
 }
 
-/// A JSON string literal.
+/// A JSON string literal, every control character escaped: the encoder leaves DEL and the C1
+/// controls (U+007F to U+009F) as they are, as Connect's does, but a terminal shows them as nothing,
+/// so a name holding one would look clean.
 pub(crate) fn quoted(s: &str) -> String {
     let mut out = Vec::with_capacity(s.len() + 2);
     json::encode_str(s, &mut out);
-    String::from_utf8(out).expect("the encoder writes UTF-8")
+    let json = String::from_utf8(out).expect("the encoder writes UTF-8");
+    escape_controls(&json, false).into_owned()
+}
+
+/// `text` with every control character spelled as a JSON escape (`\u0085`), but for line breaks
+/// and tabs when `keep_c0` (an error message's own).
+pub(crate) fn escape_controls(text: &str, keep_c0: bool) -> std::borrow::Cow<'_, str> {
+    let escaped = |c: char| c.is_control() && !(keep_c0 && (c == '\n' || c == '\t'));
+    if !text.chars().any(escaped) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if escaped(c) {
+            out.push_str(&format!("\\u{:04X}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
 }
 
 #[cfg(test)]

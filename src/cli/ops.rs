@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use connect_offsets::connector_offsets::{ConnectorOffsets, OffsetsExport, encode_entry};
 use connect_offsets::migrate::{MigrateOptions, MigrateReport};
-use connect_offsets::once::{self, OnceOverride};
+use connect_offsets::once::{self, OnceOutcome, OnceOverride};
 use connect_offsets::store::OffsetStoreExt;
 use connect_offsets::wal::frame::FrameKind;
 use connect_offsets::wal::inspect;
@@ -77,7 +77,7 @@ pub(crate) struct ResetArgs {
     #[arg(long)]
     all: bool,
     /// Apply this reset once: record ID in the store with it (atomically); a later run with the
-    /// same ID changes nothing.
+    /// same ID changes nothing (and fails if it resets something else); of runs racing, one applies.
     #[arg(long, value_name = "ID")]
     once: Option<String>,
 }
@@ -115,7 +115,8 @@ pub(crate) struct ImportArgs {
     #[arg(long)]
     json: bool,
     /// Apply this import once: every connector of the document and the ID in one atomic write; a
-    /// later run with the same ID changes nothing.
+    /// later run with the same ID changes nothing (and fails if its document differs); of runs
+    /// racing, one applies.
     #[arg(long, value_name = "ID")]
     once: Option<String>,
 }
@@ -180,6 +181,7 @@ pub(crate) fn connectors(a: ConnectorsArgs) -> Result<ExitCode> {
 
 pub(crate) fn list(a: ListArgs) -> Result<ExitCode> {
     let store = open_read_only(&a.store)?;
+    super::warn_unapplied(&*store, Some(&a.connector), false);
     let doc = ConnectorOffsets::from_stored(&store.partitions(&a.connector)?);
     print(doc.to_json().as_bytes())?;
     Ok(ExitCode::SUCCESS)
@@ -188,6 +190,7 @@ pub(crate) fn list(a: ListArgs) -> Result<ExitCode> {
 pub(crate) fn get(a: GetArgs) -> Result<ExitCode> {
     let key = parse_key(&a.connector, &a.partition)?;
     let store = open_read_only(&a.store)?;
+    super::warn_unapplied(&*store, Some(&a.connector), false);
     let offset = store.get(&key)?;
     let mut out = Vec::new();
     encode_entry(key.partition(), offset.as_ref(), &mut out);
@@ -228,20 +231,36 @@ pub(crate) fn set(a: SetArgs) -> Result<ExitCode> {
     let offset = parse_offset(&a.offset)?;
     refuse_volatile(&a.store, "set")?;
     let store = open(&a.store)?;
+    super::warn_unapplied(&*store, Some(&a.connector), true);
     store.set(key, offset)?;
     Ok(ExitCode::SUCCESS)
 }
 
 pub(crate) fn reset(a: ResetArgs) -> Result<ExitCode> {
-    if let Some(id) = &a.once {
-        once::validate_id(id)?;
-    }
-    let store = open_existing(&a.store)?;
-    if let Some(id) = &a.once
-        && already_applied(&*store, id)?
+    // What was asked, digested: `--all` resets what the store holds at the time.
+    let once_digest = match (&a.once, &a.partition) {
+        (None, _) => None,
+        (Some(id), Some(p)) => {
+            once::validate_id(id)?;
+            Some(once::entries_digest(&[(parse_key(&a.connector, p)?, None)]))
+        }
+        (Some(id), None) => {
+            once::validate_id(id)?;
+            Some(once::digest_of(
+                format!("reset --all {}", a.connector).as_bytes(),
+            ))
+        }
+    };
+    let store = match &a.once {
+        Some(id) => open_for_once(&a.store.url(), id, connect_offsets::open_existing)?,
+        None => open_existing(&a.store)?,
+    };
+    if let (Some(id), Some(digest)) = (&a.once, &once_digest)
+        && already_applied(&*store, id, digest)?
     {
         return Ok(ExitCode::SUCCESS);
     }
+    super::warn_unapplied(&*store, Some(&a.connector), true);
     let entries = match &a.partition {
         Some(p) => {
             let key = parse_key(&a.connector, p)?;
@@ -260,6 +279,15 @@ pub(crate) fn reset(a: ResetArgs) -> Result<ExitCode> {
             .map(|(k, _)| (k, None))
             .collect(),
     };
+    if entries.is_empty() && store.kind() == "kafka-group" {
+        // A sink connector's group that does not exist counts as reset, as Connect's DELETE
+        // answers 200 for it: a second reset of every partition is no error.
+        note!(
+            "reset 0 partitions of connector `{}` (its consumer group holds no offsets)",
+            a.connector
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     if entries.is_empty() {
         // Most likely a mistyped name: say so rather than report a reset of nothing.
         note!(
@@ -269,9 +297,12 @@ pub(crate) fn reset(a: ResetArgs) -> Result<ExitCode> {
         );
         return Ok(ExitCode::from(NOT_FOUND));
     }
-    if let Some(id) = &a.once {
+    if let (Some(id), Some(digest)) = (&a.once, once_digest) {
         let n = entries.len();
-        OnceOverride::new(id.clone(), entries)?.apply_to(&*store, "cli")?;
+        let once = OnceOverride::new(id.clone(), entries)?.with_digest(digest);
+        if !apply_once(&a.store, &*store, &once, "resetting")? {
+            return Ok(ExitCode::SUCCESS);
+        }
         let s = if n == 1 { "" } else { "s" };
         note!(
             "reset {n} partition{s} of connector `{}`; recorded override `{id}`",
@@ -309,6 +340,9 @@ pub(crate) fn export_bytes(store: &dyn OffsetStore, connector: Option<&str>) -> 
         None => {
             let mut doc = OffsetsExport::default();
             for c in store.namespaces()? {
+                if connect_offsets::is_store_local_namespace(&c) {
+                    continue;
+                }
                 let offsets = ConnectorOffsets::from_stored(&store.partitions(&c)?);
                 doc.connectors.push((c, offsets));
             }
@@ -320,6 +354,7 @@ pub(crate) fn export_bytes(store: &dyn OffsetStore, connector: Option<&str>) -> 
 
 pub(crate) fn export(a: ExportArgs) -> Result<ExitCode> {
     let store = open_read_only(&a.store)?;
+    super::warn_unapplied(&*store, a.connector.as_deref(), false);
     let out = export_bytes(&*store, a.connector.as_deref())?;
     match &a.output {
         Some(path) => {
@@ -332,18 +367,122 @@ pub(crate) fn export(a: ExportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// True (and says so) when `store` holds the marker of override `id`.
-fn already_applied(store: &dyn OffsetStore, id: &str) -> Result<bool> {
+/// True (and says so) when `store` holds the marker of override `id`; an error when the marker
+/// shows that the id applied other offsets than those of `digest` (what this run was given).
+fn already_applied(store: &dyn OffsetStore, id: &str, digest: &str) -> Result<bool> {
     let Some(marker) = store.get(&once::marker_key(id))? else {
         return Ok(false);
     };
-    let mut shown = Vec::new();
-    connect_offsets::codec::json::encode_map(&marker, &mut shown);
-    note!(
-        "override `{id}` was already applied ({}); nothing written",
-        String::from_utf8_lossy(&shown)
-    );
+    report_applied(id, &marker, digest)?;
     Ok(true)
+}
+
+/// Says that override `id` was applied (its marker is `marker`) and nothing written, or fails when
+/// the marker's digest is not `digest`.
+fn report_applied(id: &str, marker: &connect_offsets::Offset, digest: &str) -> Result<()> {
+    let mut shown = Vec::new();
+    connect_offsets::codec::json::encode_map(marker, &mut shown);
+    let shown = String::from_utf8_lossy(&shown);
+    match once::digest_matches(marker, digest) {
+        Some(true) => note!("override `{id}` was already applied ({shown}); nothing written"),
+        None => note!(
+            "override `{id}` was already applied ({shown}); nothing written (its marker, from an \
+             older version, records no digest: whether it applied these same offsets cannot be \
+             compared)"
+        ),
+        Some(false) => {
+            return Err(Error::Input(format!(
+                "override `{id}` was already applied ({shown}) with other offsets: what this run \
+                 was given (digest {digest}) differs from what the id applied; nothing written \
+                 (a new change needs a new id)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The store `--once ID` writes to: on Kafka opened so that runs with the same id fence each other
+/// (`once::store_url`). A store another process holds (RocksDB's lock: another run of the id, most
+/// likely, which takes a moment) is waited for up to 10 s, then refused with what to do.
+fn open_for_once(
+    url: &str,
+    id: &str,
+    open: impl Fn(&str) -> Result<Box<dyn OffsetStore>>,
+) -> Result<Box<dyn OffsetStore>> {
+    let url = once::store_url(url, id)?;
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match open(&url) {
+            Err(Error::Locked { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e @ Error::Locked { .. }) => {
+                return Err(e.context(format!(
+                    "override `{id}` was not applied by this run (nothing written): run it again \
+                     once the other process is done (with the same id, it applies only if no run \
+                     did)"
+                )));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Applies `once` through `store` (from [`open_for_once`]): true when this run applied it, false
+/// when another run did (and says so). `doing` names the command in an error.
+fn apply_once(
+    arg: &StoreArg,
+    store: &dyn OffsetStore,
+    once: &OnceOverride,
+    doing: &str,
+) -> Result<bool> {
+    let id = once.id();
+    match once.apply_to(store, "cli") {
+        Ok(OnceOutcome::Applied) => Ok(true),
+        Ok(OnceOutcome::AlreadyApplied) => already_applied(store, id, once.digest()),
+        // Another run of the same id opened after this one read the store: its marker, once it is
+        // in, is read from a new handle (which fences nobody).
+        Err(e) if is_fenced(&e) => match marker_after_fence(arg, id) {
+            Some(marker) => {
+                note!("another process applying override `{id}` at the same time took over");
+                report_applied(id, &marker, once.digest()).map(|()| false)
+            }
+            None => Err(e.context(format!(
+                "{doing} override `{id}`: another process applying it at the same time took over \
+                 and its marker did not appear; nothing of this run was written: run it again \
+                 (with the same id, it applies only if no run did)"
+            ))),
+        },
+        Err(e) => Err(e.context(format!(
+            "{doing} override `{id}` failed (nothing of it was written; run it again: with the \
+             same id, it applies only if no run did)"
+        ))),
+    }
+}
+
+fn is_fenced(e: &Error) -> bool {
+    match e {
+        Error::Fenced(_) => true,
+        Error::Context { source, .. } => source.downcast_ref::<Error>().is_some_and(is_fenced),
+        _ => false,
+    }
+}
+
+/// The marker of override `id`, read again from new handles while the run that fenced this one
+/// finishes (it may still be reading the topic); `None` if it does not appear within 15 s.
+fn marker_after_fence(arg: &StoreArg, id: &str) -> Option<connect_offsets::Offset> {
+    let deadline = Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        if let Ok(store) = open_existing(arg)
+            && let Ok(Some(marker)) = store.get(&once::marker_key(id))
+        {
+            return Some(marker);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
 }
 
 pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
@@ -378,9 +517,24 @@ pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
             "left out `{history}`: the document's history records; the store records its own, this import included"
         );
     }
-    let store = open_target(&a.store.url(), a.dry_run)?;
-    if let Some(id) = &a.once
-        && already_applied(&*store, id)?
+    // What the document sets, digested (with --replace, what it replaces depends on the store).
+    let once_digest = a.once.as_ref().map(|_| {
+        let named: Vec<_> = (doc.connectors.iter())
+            .flat_map(|(c, offsets)| offsets.clone().into_entries(c))
+            .collect();
+        match a.replace {
+            false => once::entries_digest(&named),
+            true => once::digest_of(
+                format!("import --replace {}", once::entries_digest(&named)).as_bytes(),
+            ),
+        }
+    });
+    let store = match &a.once {
+        Some(id) if !a.dry_run => open_for_once(&a.store.url(), id, |url| open_target(url, false))?,
+        _ => open_target(&a.store.url(), a.dry_run)?,
+    };
+    if let (Some(id), Some(digest)) = (&a.once, &once_digest)
+        && already_applied(&*store, id, digest)?
     {
         if a.json {
             print(
@@ -419,18 +573,26 @@ pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
         all_entries.extend(entries);
         rows.push((connector, set, reset));
     }
+    // --replace: a partition only a writer's log knows stays out too (store::fence).
+    let replaced: Vec<&str> = if a.replace {
+        rows.iter().map(|(c, _, _)| c.as_str()).collect()
+    } else {
+        Vec::new()
+    };
+    if !a.dry_run && !all_entries.is_empty() {
+        super::warn_unapplied(&*store, None, true);
+    }
     if a.once.is_none() && !a.dry_run && !all_entries.is_empty() {
         store
-            .write(all_entries)
+            .write_replacing(all_entries, &replaced)
             .map_err(|e| e.context("importing failed (nothing of it was written)"))?;
-    } else if let Some(id) = &a.once {
-        let once = OnceOverride::new(id.clone(), all_entries)?;
-        if !a.dry_run {
-            once.apply_to(&*store, "cli").map_err(|e| {
-                e.context(format!(
-                    "importing override `{id}` failed (nothing of it was written)"
-                ))
-            })?;
+    } else if let (Some(id), Some(digest)) = (&a.once, once_digest) {
+        let once = OnceOverride::new(id.clone(), all_entries)?.with_digest(digest);
+        if !a.dry_run && !apply_once(&a.store, &*store, &once, "importing")? {
+            if a.json {
+                print(b"{\"dry_run\":false,\"already_applied\":true,\"connectors\":[]}")?;
+            }
+            return Ok(ExitCode::SUCCESS);
         }
     }
     if a.json {

@@ -167,6 +167,23 @@ impl Server {
         }
     }
 
+    /// The store of connector `name`: over consumer groups, the group its config names with
+    /// `consumer.override.group.id` (as Connect's worker derives it) when it names one.
+    fn open_for(&self, name: &str) -> Result<Handle<'_>> {
+        let group = match (&self.cluster_now, self.sinks_store, &self.access) {
+            (Some(Ok(c)), Some(true), Access::PerRequest(url)) => {
+                c.0.get(name)
+                    .and_then(|c| c.group.clone())
+                    .map(|g| (g, url))
+            }
+            _ => None,
+        };
+        match group {
+            Some((group, url)) => Ok(Handle::Owned(own_group_store(url, &group, name)?)),
+            None => self.open(),
+        }
+    }
+
     fn in_use_message(&self, reason: &str, connector: &str) -> String {
         format!(
             "Connectors must be in the STOPPED state before their offsets can be modified. The offset store {} is held by a running writer ({reason}); stop the worker that uses it (for a Kafka Connect worker: a 'PUT' request to the '/connectors/{connector}/stop' endpoint) and retry",
@@ -376,7 +393,7 @@ impl Server {
             Ok(None) => false,
             Err(r) => return r,
         };
-        let handle = match self.open() {
+        let handle = match self.open_for(name) {
             Ok(h) => h,
             Err(e) => return self.store_error(e, name, false),
         };
@@ -386,6 +403,7 @@ impl Server {
         if let Err(r) = self.check_logs_applied(handle.get(), true) {
             return r;
         }
+        super::warn_unapplied(handle.get(), Some(name), false);
         let parts = match handle.get().partitions(name) {
             Ok(p) => p,
             Err(e) => return self.store_error(e, name, false),
@@ -489,7 +507,10 @@ impl Server {
             .map_err(|e| Reply::error(409, &e.to_string()))?;
             let mut newest: std::collections::BTreeMap<&str, u64> = Default::default();
             for f in scan.frames() {
-                if let (Some(w), Some(s), Some(FrameKind::Batch)) = (&f.writer, f.seq, f.kind) {
+                // A snapshot above the applied seq is state the store lacks too.
+                if let (Some(w), Some(s), Some(FrameKind::Batch | FrameKind::Snapshot)) =
+                    (&f.writer, f.seq, f.kind)
+                {
                     let e = newest.entry(w.as_str()).or_default();
                     *e = (*e).max(s);
                 }
@@ -609,7 +630,9 @@ impl Server {
         }
         let checked = check()?;
         let _guards = self.lock_logs(name)?;
-        let handle = self.open().map_err(|e| self.store_error(e, name, true))?;
+        let handle = self
+            .open_for(name)
+            .map_err(|e| self.store_error(e, name, true))?;
         let store = handle.get();
         // Without the config topic, a connector is known by its offsets or by name.
         if cluster.is_none() {
@@ -620,6 +643,7 @@ impl Server {
             }
         }
         self.check_logs_applied(store, false)?;
+        super::warn_unapplied(store, Some(name), true);
         let done = change(store).map_err(|e| self.store_error(e, name, true))?;
         drop(handle);
         self.known.insert(name.to_string());
@@ -638,6 +662,8 @@ struct Configured {
     stopped: bool,
     sink: bool,
     class: String,
+    /// `consumer.override.group.id`: the group a sink's tasks commit to instead of the store's.
+    group: Option<String>,
 }
 
 impl Cluster {
@@ -662,10 +688,35 @@ fn read_connect_configs(url: &str) -> Result<Cluster> {
                     stopped: c.stopped(),
                     sink: c.is_sink(),
                     class: c.class.clone().unwrap_or_default(),
+                    group: c.group_override.clone(),
                 };
                 Some((n.to_string(), configured))
             })
             .collect(),
+    ))
+}
+
+/// The `kafka-group://` store at `url` with its group names replaced by one group, `group`, of
+/// connector `connector`.
+#[cfg(feature = "kafka")]
+fn own_group_store(url: &str, group: &str, connector: &str) -> Result<Box<dyn OffsetStore>> {
+    let mut url = connect_offsets::store::StoreUrl::parse(url)?;
+    url.params.retain(|(k, _)| k != "group" && k != "connector");
+    url.params.push(("group".into(), group.into()));
+    url.params.push(("connector".into(), connector.into()));
+    let store = connect_offsets::store::kafka::KafkaGroupStore::open_url(&url).map_err(|e| {
+        e.context(format!(
+            "connector {connector} sets consumer.override.group.id={group}"
+        ))
+    })?;
+    Ok(Box::new(store))
+}
+
+#[cfg(not(feature = "kafka"))]
+fn own_group_store(_: &str, _: &str, _: &str) -> Result<Box<dyn OffsetStore>> {
+    Err(Error::Config(
+        "consumer groups are read through Kafka: this build has no Kafka support (feature `kafka`)"
+            .into(),
     ))
 }
 

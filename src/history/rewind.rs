@@ -117,6 +117,11 @@ pub fn plan_rewind(
                 "cannot rewind connector `{connector}`: its history cannot be read ({why}); remove the record with `reset --connector {HISTORY_NAMESPACE} --partition ...`, and history starts again from the next commit"
             )));
         }
+        if store.kind() == "kafka-group" {
+            return Err(Error::State(
+                "a sink connector's consumer group keeps no history (only its committed offsets), and none can be turned on for it: there is nothing to rewind by".into(),
+            ));
+        }
         return Err(Error::State(
             "the store holds no history: open it with `?history=<retention>` (e.g. history=7d) to record how offsets move, then rewinds reach back to that moment".into(),
         ));
