@@ -128,6 +128,7 @@ fn main() {
     }
 }
 
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 fn namespace(shape: &str) -> &'static str {
     match shape {
         "bench" => "bench-0",
@@ -156,6 +157,7 @@ fn batch(shape: &str, from: u64, to: u64, seq: u64, raw: &mut usize) -> Batch {
 }
 
 /// The batches of `n` offsets of `shape` (10,000 each) and their raw bytes.
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 fn batches(shape: &str, n: u64) -> (Vec<Batch>, usize) {
     let mut raw = 0usize;
     let out = (0..n.div_ceil(10_000))

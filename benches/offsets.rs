@@ -28,8 +28,7 @@ use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
 
-// The binary's allocator (see `src/main.rs`), so these figures are the binary's.
-#[cfg(feature = "cli")]
+// The tool's allocator (see `cli/src/main.rs`), so these figures are the tool's.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

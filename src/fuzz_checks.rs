@@ -1,5 +1,5 @@
 //! The checks behind the fuzz targets in `fuzz/`, here so that ordinary `cargo test` replays every
-//! committed seed and regression (`tests/fuzz_regressions.rs`) through the very function the fuzz
+//! committed seed and regression (`tests/core/fuzz_regressions.rs`) through the very function the fuzz
 //! target calls. Not part of the public API.
 //!
 //! Every function panics when the property it checks is broken; that panic is the fuzzer's finding.

@@ -19,8 +19,6 @@
 //! * [`alarms`]: a connector that commits without moving (stalled), an offset that moved
 //!   backwards; seen by a buffer ([`buffer::CommitBufferConfig::stall_after`]), kept in the store.
 //! * [`codec`]: Kafka Connect's record bytes (`JsonConverter`, schemas off) and its murmur2 partitioner.
-//! * `jni` (feature `jni`): the native side of the Java `OffsetBackingStore` in `java/store`, for
-//!   Debezium's `offset.storage` and other Java workers.
 //!
 //! # Guarantees
 //!
@@ -84,8 +82,6 @@ pub mod fs;
 #[doc(hidden)]
 pub mod fuzz_checks;
 pub mod history;
-#[cfg(feature = "jni")]
-pub mod jni;
 pub mod metrics;
 pub mod migrate;
 pub mod model;

@@ -9,6 +9,7 @@
 pub(crate) mod java_map;
 pub mod json;
 pub mod murmur2;
+#[cfg(any(feature = "rocksdb", feature = "kafka"))]
 pub(crate) mod scan;
 mod spelling;
 

@@ -48,7 +48,7 @@ impl fmt::Debug for StoreUrl {
 }
 
 /// Masks the values of secret-looking query parameters in a raw URL (for error messages).
-pub(crate) fn redact(raw: &str) -> String {
+pub fn redact(raw: &str) -> String {
     let Some((base, query)) = raw.split_once('?') else {
         return raw.to_string();
     };

@@ -359,10 +359,13 @@ pub fn read_all(topic: &str, isolation: &str) -> Vec<Seen> {
     out
 }
 
-/// `connect-offsets ARGS` (the binary of the test's build); panics when it fails.
-#[cfg(feature = "cli")]
+/// `connect-offsets ARGS` (the binary of the test's build: the tool's tests in `cli/` have one);
+/// panics when it fails.
 pub fn cli(args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_connect-offsets"))
+    let Some(bin) = option_env!("CARGO_BIN_EXE_connect-offsets") else {
+        panic!("only the tool's tests (cli/tests) run the connect-offsets binary");
+    };
+    let out = std::process::Command::new(bin)
         .args(args)
         .env_remove("CONNECT_OFFSETS_STORE")
         .output()

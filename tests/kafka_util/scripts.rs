@@ -6,12 +6,18 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-/// The repository root (where `scripts/` is).
+/// The repository root (where `scripts/` is): the package's directory or, for the tool's tests
+/// (`cli/`), its parent.
 pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let package = Path::new(env!("CARGO_MANIFEST_DIR"));
+    package
+        .ancestors()
+        .find(|d| d.join("scripts/kafka").is_file())
+        .unwrap_or(package)
+        .to_path_buf()
 }
 
 /// Runs `scripts/<script> args...` with extra environment; the output whatever the exit status.
@@ -185,7 +191,11 @@ pub struct ConnectWorker {
     pub offsets_topic: String,
     /// The worker's `group.id` (its config and status topics are `<group>-configs`, `<group>-status`).
     pub group_id: String,
+    /// One worker at a time in a test executable: every test starts its own on the same port.
+    _one: MutexGuard<'static, ()>,
 }
+
+static ONE_WORKER: Mutex<()> = Mutex::new(());
 
 impl ConnectWorker {
     /// Starts a worker against `bootstrap` with its own offsets topic and group (so its config and
@@ -213,6 +223,7 @@ impl ConnectWorker {
         group_id: &str,
         extra: &str,
     ) -> ConnectWorker {
+        let one = ONE_WORKER.lock().unwrap_or_else(|p| p.into_inner());
         let port = std::env::var("CONNECT_PORT").unwrap_or_else(|_| "8083".into());
         let status = script_output("connect", &["status"], &[]);
         assert!(
@@ -225,6 +236,7 @@ impl ConnectWorker {
             base: format!("http://127.0.0.1:{port}"),
             offsets_topic: offsets_topic.to_string(),
             group_id: group_id.to_string(),
+            _one: one,
         };
         // From here on Drop stops whatever `start` got running.
         let java = java_home.join("bin/java");

@@ -1,10 +1,12 @@
-//! The JNI symbols of `connectoffsets.jni.NativeStore`: each forwards to `connect_offsets::jni`,
+//! The JNI symbols of `connectoffsets.jni.NativeStore`: each forwards to [`store`],
 //! which does the work (and catches every panic there).
 
-use connect_offsets::jni as native;
+mod store;
+
 use jni::JNIEnv;
 use jni::objects::{JClass, JObjectArray, JString};
 use jni::sys::{jlong, jobjectArray, jstring};
+use store as native;
 
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_connectoffsets_jni_NativeStore_version<'l>(

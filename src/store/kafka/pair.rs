@@ -18,7 +18,7 @@
 //!   after a crash between the two writes tombstones the fallback again, which changes nothing.
 //!
 //! That fallback is the contract `ConnectorOffsetBackingStore` documents. A Connect 4.4 worker
-//! does not keep it (`tests/connect_pair.rs`): its connector store answers every key asked, an
+//! does not keep it (`cli/tests/tool_connect/connect_pair.rs`): its connector store answers every key asked, an
 //! absent one as null, and that null replaces the worker store's value, so a partition only the
 //! worker topic holds reads as null there and its task starts afresh. Resets agree either way.
 //!
