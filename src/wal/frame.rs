@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! byte  size  field (all integers little-endian)
-//! 0     4     MAGIC       0x46_4F_43_21  ("!COF": connect-offsets frame)
+//! 0     4     MAGIC       43 4F 46 21 ("COF!": connect-offsets frame; the u32 0x2146_4F43)
 //! 4     1     VERSION     2
 //! 5     1     kind        1 = batch, 2 = snapshot (the whole store as of `seq`)
 //! 6     2     reserved    0

@@ -15,6 +15,7 @@ mod commit_buffer;
 mod conformance;
 mod crash_props;
 mod disk_faults;
+mod frame_fixtures;
 mod fuzz_regressions;
 mod metrics_policy;
 mod model_check;
