@@ -18,9 +18,10 @@ use crate::buffer::CommitBufferConfig;
 use crate::codec::json::{decode_key, decode_value, encode_key, encode_value};
 use crate::fs::SimFs;
 use crate::model::{FieldMap, OffsetKey, Value};
+use crate::open;
 use crate::scenario::{self, MemoryFactory, Op, ScenarioOptions};
+use crate::store::OffsetStoreExt;
 use crate::store::url::{StoreUrl, is_secret};
-use crate::store::{OffsetStoreExt, open};
 use crate::wal::frame::{
     self, FrameError, FrameKind, HEADER_LEN, MAGIC, MAX_PAYLOAD, V1_HEADER_LEN,
 };

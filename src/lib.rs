@@ -5,7 +5,7 @@
 //! stores those offsets in memory, in RocksDB (the embedded default) or in Kafka Connect's own offsets
 //! topic, byte-compatible with the records Kafka Connect writes.
 //!
-//! * [`OffsetStore`]: one small, synchronous, object-safe trait; [`open`] picks a backend from a URL.
+//! * [`OffsetStore`]: one small, synchronous, object-safe trait; [`open()`] picks a backend from a URL.
 //! * [`buffer::CommitBuffer`]: the write-ahead commit buffer every backend shares. Tasks
 //!   [`offer`](buffer::CommitBuffer::offer) offsets cheaply; a commit seals them into a batch, appends
 //!   one framed record to a local log, syncs it once for every committer waiting (group commit), applies
@@ -90,14 +90,17 @@ pub mod metrics;
 pub mod migrate;
 pub mod model;
 pub mod once;
+mod open;
 pub mod policy;
 #[cfg(feature = "testkit")]
 pub mod scenario;
 pub mod store;
+pub mod time;
 pub mod wal;
 pub use error::{Error, Result};
 pub use model::{Batch, Entries, FieldMap, Offset, OffsetKey, Partition, Value};
-pub use store::{OffsetStore, OffsetStoreExt, open, open_existing, open_read_only};
+pub use open::{open, open_existing, open_for_writer, open_read_only};
+pub use store::{OffsetStore, OffsetStoreExt};
 
 /// True for the reserved namespaces whose records describe this very store's writers (their
 /// fences, where their logs are): `export` and `migrate` leave them where they are.
