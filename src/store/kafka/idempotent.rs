@@ -17,7 +17,7 @@ use rdkafka::producer::{Producer, ThreadedProducer};
 use super::client::{Ctx, auth_error, timeout_error};
 use super::config::Settings;
 use super::flush::{STEP, flush};
-use super::write::{Failure, Rec, create};
+use super::producer::{Failure, Rec, create};
 use crate::{Error, Result};
 
 /// An idempotent producer of one writer.

@@ -83,12 +83,9 @@ pub(crate) struct Reader {
     headers: bool,
 }
 
-/// Milliseconds since the Unix epoch.
+/// Milliseconds since the Unix epoch, as Kafka's timestamps count them.
 pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    crate::time::now_ms() as i64
 }
 
 impl Reader {

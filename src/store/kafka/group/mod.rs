@@ -192,7 +192,7 @@ impl KafkaGroupStore {
                 "a kafka-group:// URL has no path (`/{path}`): name the group with ?group=..."
             )));
         }
-        let mut timeout = super::DEFAULT_TIMEOUT;
+        let mut timeout = super::config::DEFAULT_TIMEOUT;
         let mut properties = Vec::new();
         for (k, v) in &url.params {
             match k.as_str() {
