@@ -85,7 +85,7 @@ pub fn plan(
     now_ms: u64,
 ) -> Result<ExpirePlan> {
     check_store(store)?;
-    if crate::is_reserved_namespace(connector) {
+    if crate::namespaces::is_reserved_namespace(connector) {
         return Err(Error::Input(format!(
             "`{connector}` holds the crate's own records, not a connector's offsets: it does not expire"
         )));
@@ -93,7 +93,7 @@ pub fn plan(
     let parts = store.partitions(connector)?;
     if parts.is_empty() {
         let mut known = store.namespaces()?;
-        known.retain(|n| !crate::is_reserved_namespace(n));
+        known.retain(|n| !crate::namespaces::is_reserved_namespace(n));
         return Err(Error::Input(format!(
             "connector `{connector}` has no offsets in this {} store (connectors with offsets: {})",
             store.kind(),

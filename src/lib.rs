@@ -89,6 +89,7 @@ pub mod jni;
 pub mod metrics;
 pub mod migrate;
 pub mod model;
+mod namespaces;
 pub mod once;
 mod open;
 pub mod policy;
@@ -99,22 +100,6 @@ pub mod time;
 pub mod wal;
 pub use error::{Error, Result};
 pub use model::{Batch, Entries, FieldMap, Offset, OffsetKey, Partition, Value};
+pub use namespaces::{is_reserved_namespace, is_store_local_namespace};
 pub use open::{open, open_existing, open_for_writer, open_read_only};
 pub use store::{OffsetStore, OffsetStoreExt};
-
-/// True for the reserved namespaces whose records describe this very store's writers (their
-/// fences, where their logs are): `export` and `migrate` leave them where they are.
-pub fn is_store_local_namespace(namespace: &str) -> bool {
-    namespace == store::fence::FENCES_NAMESPACE || namespace == buffer::register::WRITERS_NAMESPACE
-}
-
-/// True for the namespaces the crate keeps its own records in (overrides' markers, history,
-/// alarms, fences, writers' logs): offsets like any others to a store, but no connector's, so
-/// never listed as one, recorded in history, judged by the alarms or expired.
-pub fn is_reserved_namespace(namespace: &str) -> bool {
-    namespace == once::ONCE_NAMESPACE
-        || namespace == history::HISTORY_NAMESPACE
-        || namespace == alarms::ALARMS_NAMESPACE
-        || namespace == store::fence::FENCES_NAMESPACE
-        || namespace == buffer::register::WRITERS_NAMESPACE
-}

@@ -31,8 +31,7 @@
 use crate::store::{OffsetStore, OffsetStoreExt};
 use crate::{Error, Offset, OffsetKey, Partition, Result};
 
-/// The namespace the markers of applied overrides live in; no connector may use it.
-pub const ONCE_NAMESPACE: &str = "__connect-offsets-once";
+pub use crate::namespaces::ONCE_NAMESPACE;
 
 /// The longest id accepted, in characters (it becomes part of a record key).
 pub const MAX_ID_CHARS: usize = 200;

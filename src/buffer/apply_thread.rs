@@ -353,7 +353,7 @@ fn watched(batch: &Batch) -> impl Iterator<Item = (&OffsetKey, &Option<Offset>)>
     batch
         .entries
         .iter()
-        .filter(|(k, _)| !crate::is_reserved_namespace(k.namespace()))
+        .filter(|(k, _)| !crate::namespaces::is_reserved_namespace(k.namespace()))
 }
 
 /// Feeds `activity` each connector entry of `batch` against what the store held. A batch that

@@ -61,7 +61,7 @@ impl ExpireThread {
         let cutoff = crate::time::now_ms().saturating_sub(self.after.as_millis() as u64);
         let mut queued: Vec<(String, u64)> = Vec::new();
         for ns in self.store.namespaces()? {
-            if crate::is_reserved_namespace(&ns) {
+            if crate::namespaces::is_reserved_namespace(&ns) {
                 continue;
             }
             let keys: Vec<OffsetKey> = self

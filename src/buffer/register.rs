@@ -18,8 +18,7 @@ use crate::store::OffsetStore;
 use crate::wal::frame::FrameKind;
 use crate::wal::inspect;
 
-/// The namespace of the writers' records; no connector may use it.
-pub const WRITERS_NAMESPACE: &str = "__connect-offsets-writers";
+pub use crate::namespaces::WRITERS_NAMESPACE;
 
 /// One writer's record.
 #[derive(Debug, Clone, PartialEq, Eq)]

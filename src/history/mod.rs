@@ -35,8 +35,7 @@ pub use record::Change;
 pub use rewind::{Move, RewindPlan, RewindTo, plan_rewind};
 pub use store::HistoryStore;
 
-/// The namespace history records live in; no connector may use it.
-pub const HISTORY_NAMESPACE: &str = "__connect-offsets-history";
+pub use crate::namespaces::HISTORY_NAMESPACE;
 
 /// The store URL parameter that turns history on, with its retention (`history=7d`).
 pub const HISTORY_PARAM: &str = "history";

@@ -23,8 +23,7 @@ use crate::codec::json;
 use crate::model::{Batch, Offset, OffsetKey, Partition, Value};
 use crate::{Error, Result};
 
-/// The namespace fences live in; no connector may use it.
-pub const FENCES_NAMESPACE: &str = "__connect-offsets-fences";
+pub use crate::namespaces::FENCES_NAMESPACE;
 
 fn key_text(key: &OffsetKey) -> String {
     String::from_utf8_lossy(&key.connect_key()).into_owned()
@@ -76,7 +75,7 @@ pub(crate) fn fences<S: OffsetStore + ?Sized>(
     let mut out = Vec::new();
     for (writer, applied) in &writers {
         for (k, v) in entries {
-            if crate::is_reserved_namespace(k.namespace()) {
+            if crate::namespaces::is_reserved_namespace(k.namespace()) {
                 continue;
             }
             let fence = fence_value(v.as_ref(), *applied, at_ms);
