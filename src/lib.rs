@@ -63,9 +63,8 @@
 //! buffer.close()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-// Denied, not forbidden: four modules may allow it, librdkafka calls rdkafka's safe API lacks
-// (store::kafka::topic_id, store::kafka::flush, store::kafka::idempotent,
-// store::kafka::group::group_admin).
+// Denied, not forbidden: one module may allow it, store::kafka::ffi (librdkafka calls rdkafka's
+// safe API lacks, each behind a safe function, with its safety notes).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 pub mod alarms;

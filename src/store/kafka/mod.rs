@@ -15,8 +15,8 @@
 //! * [`group`]: sink connectors' consumer groups ([`KafkaGroupStore`]);
 //! * [`connect_configs`]: the Connect cluster's config topic ([`ConnectConfigs`]);
 //! * `client` and `producer`: the clients' context and the producer plumbing both writers share;
-//!   `topic_id`, `flush`, `idempotent` and `group::group_admin`: librdkafka calls rdkafka's safe
-//!   API lacks.
+//! * `ffi`: every librdkafka call rdkafka's safe API lacks (the only unsafe code), with its
+//!   safety notes.
 //!
 //! How it works (Connect's records exactly, `applied_seq` from headers and a marker per writer,
 //! one transaction per batch, fencing, `write.mode=idempotent`, loading, warm starts from
@@ -27,10 +27,10 @@ mod client;
 mod config;
 pub mod connect_configs;
 mod dead_letters;
+// The one module that may use `unsafe`: librdkafka calls rdkafka's safe API lacks.
 #[allow(unsafe_code)]
-mod flush;
+mod ffi;
 pub mod group;
-#[allow(unsafe_code)]
 mod idempotent;
 mod load;
 pub mod pair;
@@ -40,8 +40,6 @@ mod snapshot;
 mod state;
 pub mod task;
 mod topic;
-#[allow(unsafe_code)]
-mod topic_id;
 mod topic_store;
 mod write;
 

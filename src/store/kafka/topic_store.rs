@@ -16,7 +16,7 @@ use super::producer::Failure;
 use super::snapshot::{Fallback, Identity, Snapshot};
 use super::state::State;
 use super::write::{Producer, Slot, TxnProducer, Writers};
-use super::{load, record, snapshot, topic, topic_id, write};
+use super::{ffi, load, record, snapshot, topic, write};
 use crate::codec::murmur2;
 use crate::model::{Batch, OffsetKey};
 use crate::store::url::StoreUrl;
@@ -220,7 +220,7 @@ impl KafkaStore {
         let client = reader.consumer().client();
         let identity = match (
             client.fetch_cluster_id(settings.timeout),
-            topic_id::topic_id(client, &settings.topic, settings.timeout),
+            ffi::topic_id(client, &settings.topic, settings.timeout),
         ) {
             (Some(cluster_id), Ok(topic_id)) => Some(Identity {
                 cluster_id,

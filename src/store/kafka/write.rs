@@ -13,7 +13,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
 
 use super::client::{Ctx, auth_error, timeout_error};
 use super::config::{Settings, WriteMode, unique_suffix};
-use super::flush::{STEP, flush};
+use super::ffi::{STEP, flush};
 use super::idempotent::IdemProducer;
 use super::producer::{Failure, Rec, base_record, create, is_fence};
 use super::record::{self, marker_key, marker_value};
