@@ -72,7 +72,7 @@ pub mod buffer;
 pub mod codec;
 #[cfg(feature = "testkit")]
 pub mod conformance;
-pub mod connector_checks;
+pub mod connect;
 pub mod connector_offsets;
 pub mod crash;
 pub mod dead_letter;
@@ -97,6 +97,8 @@ pub mod scenario;
 pub mod store;
 pub mod time;
 pub mod wal;
+/// What Kafka Connect's own source connectors accept (also at [`connect::checks`]).
+pub use connect::checks as connector_checks;
 pub use error::{Error, Result};
 pub use model::{Batch, Entries, FieldMap, Offset, OffsetKey, Partition, Value};
 pub use namespaces::{is_reserved_namespace, is_store_local_namespace};

@@ -394,7 +394,7 @@ impl KafkaStoreBuilder {
     }
 
     /// Checks the settings and resolves them (no I/O).
-    pub(super) fn settings(&self) -> Result<Settings> {
+    pub(crate) fn settings(&self) -> Result<Settings> {
         let bad = |reason: String| Error::Config(format!("kafka store: {reason}"));
         if self.bootstrap.trim().is_empty() {
             return Err(bad("no brokers given (kafka://host:port/topic)".into()));

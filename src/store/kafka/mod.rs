@@ -12,8 +12,9 @@
 //!   `load`, `write`, `idempotent`, `record`, `state`, `snapshot`, `dead_letters`, `topic`;
 //! * [`pair`]: a connector's topic in front of the worker's ([`KafkaPairStore`]);
 //! * [`task`]: an exactly-once source task's producer ([`TaskProducer`]);
-//! * [`group`]: sink connectors' consumer groups ([`KafkaGroupStore`]);
-//! * [`connect_configs`]: the Connect cluster's config topic ([`ConnectConfigs`]);
+//! * [`group`]: sink connectors' consumer groups ([`KafkaGroupStore`]).
+//!
+//! The Connect cluster's config topic is read by [`connect`](crate::connect), above the stores.
 //! * `client` and `producer`: the clients' context and the producer plumbing both writers share;
 //! * `ffi`: every librdkafka call rdkafka's safe API lacks (the only unsafe code), with its
 //!   safety notes.
@@ -25,7 +26,6 @@
 
 mod client;
 mod config;
-pub mod connect_configs;
 mod dead_letters;
 // The one module that may use `unsafe`: librdkafka calls rdkafka's safe API lacks.
 #[allow(unsafe_code)]
@@ -46,7 +46,6 @@ mod write;
 pub use config::{
     DEFAULT_PARTITIONS, DEFAULT_REPLICATION, DEFAULT_TIMEOUT, KafkaStoreBuilder, WriteMode,
 };
-pub use connect_configs::ConnectConfigs;
 pub use group::KafkaGroupStore;
 pub use pair::{FALLBACK_TOPIC, KafkaPairStore};
 pub use record::{MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key};
