@@ -860,7 +860,7 @@ pub const CONFIG_PROPERTIES: [&str; 15] = [
     "offsets.stall.after",
 ];
 
-/// `url_and_config`: [`open`] gives a store or an error with a message, never a panic, and so does
+/// `url_and_config`: [`open()`] gives a store or an error with a message, never a panic, and so does
 /// [`CommitBufferConfig::set`]. URLs whose backend could touch the disk or the network (anything but
 /// `memory`) are only parsed, and opened with their scheme renamed to one no backend has.
 pub fn url_and_config_case(url: &str, name: &str, value: &str) {

@@ -8,8 +8,8 @@
 //! ([`KafkaPairStore`], opened by [`open`](crate::open())).
 //!
 //! The modules, by job:
-//! * the offsets-topic store: `topic_store` ([`KafkaStore`]), `config` ([`KafkaStoreBuilder`]),
-//!   `load`, `write`, `idempotent`, `record`, `state`, `snapshot`, `dead_letters`, `topic`;
+//! * `topic`: the offsets-topic store ([`KafkaStore`]), configured by `config`
+//!   ([`KafkaStoreBuilder`]);
 //! * [`pair`]: a connector's topic in front of the worker's ([`KafkaPairStore`]);
 //! * [`task`]: an exactly-once source task's producer ([`TaskProducer`]);
 //! * [`group`]: sink connectors' consumer groups ([`KafkaGroupStore`]).
@@ -26,29 +26,21 @@
 
 mod client;
 mod config;
-mod dead_letters;
 // The one module that may use `unsafe`: librdkafka calls rdkafka's safe API lacks.
 #[allow(unsafe_code)]
 mod ffi;
 pub mod group;
-mod idempotent;
-mod load;
 pub mod pair;
 mod producer;
-mod record;
-mod snapshot;
-mod state;
 pub mod task;
 mod topic;
-mod topic_store;
-mod write;
 
 pub use config::{
     DEFAULT_PARTITIONS, DEFAULT_REPLICATION, DEFAULT_TIMEOUT, KafkaStoreBuilder, WriteMode,
 };
 pub use group::KafkaGroupStore;
 pub use pair::{FALLBACK_TOPIC, KafkaPairStore};
-pub use record::{MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key};
-pub use snapshot::Fallback;
 pub use task::{TaskId, TaskProducer};
-pub use topic_store::{KafkaStore, LoadReport, Start};
+pub use topic::{
+    Fallback, KafkaStore, LoadReport, MARKER_FIELD, SEQ_HEADER, Start, WRITER_HEADER, marker_key,
+};

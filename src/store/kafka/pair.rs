@@ -36,7 +36,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::config::KafkaStoreBuilder;
 use super::task::TaskProducer;
-use super::topic_store::KafkaStore;
+use super::topic::KafkaStore;
 use crate::model::{Batch, OffsetKey};
 use crate::store::OffsetStore;
 use crate::store::url::StoreUrl;

@@ -21,8 +21,8 @@ use rdkafka::producer::BaseRecord;
 
 pub use super::config::TaskId;
 use super::producer::Failure;
-use super::topic_store::KafkaStore;
-use super::write::{self, TxnProducer};
+use super::topic::KafkaStore;
+use super::topic::write::{self, TxnProducer};
 use crate::model::{Batch, OffsetKey};
 use crate::{Error, Offset, Result};
 

@@ -1,9 +1,9 @@
 //! Every librdkafka call this crate makes that rdkafka's safe API lacks: the only unsafe code of
 //! `store::kafka`, behind safe functions.
 //!
-//! * [`flush`]: `rd_kafka_flush` with a deadline, without rdkafka's 100 ms polling steps (both
+//! * [`flush()`]: `rd_kafka_flush` with a deadline, without rdkafka's 100 ms polling steps (both
 //!   writers wait for their records with it).
-//! * [`topic_id`]: the topic id from the admin `DescribeTopics` (warm starts tell a re-created
+//! * [`topic_id()`]: the topic id from the admin `DescribeTopics` (warm starts tell a re-created
 //!   topic from the one a snapshot was taken of).
 //! * [`TopicHandle`]: a topic handle made once for the idempotent writer's `rd_kafka_producev`.
 //! * [`delete_offsets`]: `DeleteConsumerGroupOffsets` (Kafka's `OffsetDelete`) for the

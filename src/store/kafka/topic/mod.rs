@@ -1,5 +1,8 @@
-//! The offsets-topic store: [`KafkaStore`], its open, load, commit and refresh (the module
-//! documentation of [`kafka`](super) says how it works).
+//! The offsets-topic store: [`KafkaStore`], its open, load, commit and refresh, and its parts:
+//! `admin` (the topic made and checked), `load` (reading the topic), `record` (its records and
+//! headers), `state` (the topic's content in memory), `write` and `idempotent` (the two writers),
+//! `snapshot` (warm starts), `dead_letters` (records that do not decode). How it works is in
+//! `docs/design.md`, section "The Kafka offsets-topic store".
 
 use std::fmt;
 
@@ -8,20 +11,32 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
+mod admin;
+mod dead_letters;
+mod idempotent;
+mod load;
+pub(super) mod record;
+mod snapshot;
+mod state;
+pub(super) mod write;
+
+pub use record::{MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key};
+pub use snapshot::Fallback;
+
 use super::config::{KafkaStoreBuilder, Settings, TaskId, WriteMode};
-use super::dead_letters::DeadLetters;
-use super::idempotent::IdemProducer;
-use super::load::Reader;
+use super::ffi;
 use super::producer::Failure;
-use super::snapshot::{Fallback, Identity, Snapshot};
-use super::state::State;
-use super::write::{Producer, Slot, TxnProducer, Writers};
-use super::{ffi, load, record, snapshot, topic, write};
 use crate::codec::murmur2;
 use crate::model::{Batch, OffsetKey};
 use crate::store::url::StoreUrl;
 use crate::store::{ApplyFault, OffsetStore};
 use crate::{Error, Offset, Result};
+use dead_letters::DeadLetters;
+use idempotent::IdemProducer;
+use load::Reader;
+use snapshot::{Identity, Snapshot};
+use state::State;
+use write::{Producer, Slot, TxnProducer, Writers};
 
 /// What a load or a [`refresh`](KafkaStore::refresh) read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,7 +154,7 @@ impl KafkaStore {
         let loading = (settings.snapshot_dir.as_ref())
             .map(|dir| snapshot::Loading::start(snapshot::path(dir, &settings.topic)));
         let mut reader = Reader::new(&settings)?;
-        let info = topic::ensure_topic(&settings, reader.consumer())?;
+        let info = admin::ensure_topic(&settings, reader.consumer())?;
         let partitions = info.partitions;
         // A record must fit the topic as well as the producer.
         if let Some(topic_max) = info.max_message_bytes {
@@ -214,7 +229,7 @@ impl KafkaStore {
         reader: &mut Reader,
         dir: &std::path::Path,
         loading: snapshot::Loading,
-        info: &topic::TopicInfo,
+        info: &admin::TopicInfo,
     ) -> Result<(State, Start, Option<SnapshotPlace>)> {
         let path = snapshot::path(dir, &settings.topic);
         let client = reader.consumer().client();

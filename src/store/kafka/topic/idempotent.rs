@@ -14,10 +14,10 @@ use rdkafka::bindings as rd;
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::{Producer, ThreadedProducer};
 
-use super::client::{Ctx, auth_error, timeout_error};
-use super::config::Settings;
-use super::ffi::{STEP, TopicHandle, flush};
-use super::producer::{Failure, Rec, create};
+use crate::store::kafka::client::{Ctx, auth_error, timeout_error};
+use crate::store::kafka::config::Settings;
+use crate::store::kafka::ffi::{STEP, TopicHandle, flush};
+use crate::store::kafka::producer::{Failure, Rec, create};
 use crate::{Error, Result};
 
 /// An idempotent producer of one writer.

@@ -11,15 +11,15 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::OwnedHeaders;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
 
-use super::client::{Ctx, auth_error, timeout_error};
-use super::config::{Settings, WriteMode, unique_suffix};
-use super::ffi::{STEP, flush};
 use super::idempotent::IdemProducer;
-use super::producer::{Failure, Rec, base_record, create, is_fence};
 use super::record::{self, marker_key, marker_value};
 use super::state::{Stamp, State};
 use crate::codec::{json, murmur2};
 use crate::model::{Batch, Offset, OffsetKey};
+use crate::store::kafka::client::{Ctx, auth_error, timeout_error};
+use crate::store::kafka::config::{Settings, WriteMode, unique_suffix};
+use crate::store::kafka::ffi::{STEP, flush};
+use crate::store::kafka::producer::{Failure, Rec, base_record, create, is_fence};
 use crate::{Error, Result};
 
 /// Events a transactional producer serves at a time (an empty queue answers a poll at once).
