@@ -32,8 +32,7 @@ use crate::Result;
 use crate::model::{Offset, OffsetKey, Partition, Value};
 use crate::store::OffsetStore;
 
-/// The reserved namespace of the alarm records: partition `{"connector":C,"writer":W}`.
-pub const ALARMS_NAMESPACE: &str = "__connect-offsets-alarms";
+pub use crate::namespaces::ALARMS_NAMESPACE;
 
 /// How a committed offset compares with the one the store held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

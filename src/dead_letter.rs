@@ -55,10 +55,8 @@ impl DeadLetterFile {
     /// Appends one record and syncs it.
     pub fn write(&self, letter: &DeadLetter<'_>) -> Result<()> {
         let mut line = Vec::with_capacity(256);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        line.extend_from_slice(format!("{{\"time_ms\":{},\"source\":", now.as_millis()).as_bytes());
+        let now = crate::time::now_ms();
+        line.extend_from_slice(format!("{{\"time_ms\":{now},\"source\":").as_bytes());
         encode_str(letter.source, &mut line);
         line.extend_from_slice(b",\"location\":{");
         for (i, (k, v)) in letter.location.iter().enumerate() {

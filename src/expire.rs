@@ -29,74 +29,13 @@
 //! # Ok::<(), connect_offsets::Error>(())
 //! ```
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::store::OffsetStore;
 use crate::store::OffsetStoreExt as _;
 use crate::{Error, Offset, OffsetKey, Result};
 
-/// Milliseconds since the Unix epoch now: the time stores record for a write.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// Parses a duration such as `30d`, `12h`, `90m`, `45s` or `500ms` (one whole number and one
-/// unit; `w` for weeks too). The error says what was wrong.
-pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
-    let bad = |why: String| {
-        format!(
-            "`{text}` is not a duration: {why} (a whole number and a unit, e.g. 30d, 12h, 90m, 45s or 500ms)"
-        )
-    };
-    let t = text.trim();
-    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
-    let (number, unit) = t.split_at(digits);
-    if number.is_empty() {
-        return Err(bad("it does not start with a number".into()));
-    }
-    let n: u64 = number
-        .parse()
-        .map_err(|_| bad(format!("{number} is too large")))?;
-    let ms_per = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        "w" => 7 * 86_400_000,
-        "" => return Err(bad("it has no unit: say ms, s, m, h, d or w".into())),
-        other => return Err(bad(format!("unknown unit `{other}`"))),
-    };
-    n.checked_mul(ms_per)
-        .map(Duration::from_millis)
-        .ok_or_else(|| bad("it is too long".into()))
-}
-
-/// A duration as an operator reads it, in its two largest units: `30d`, `3d 4h`, `2h 5m`, `45s`,
-/// `4.2s`.
-pub fn format_duration(d: Duration) -> String {
-    let s = d.as_secs();
-    let two = |a: u64, ua: &str, b: u64, ub: &str| {
-        if b == 0 {
-            format!("{a}{ua}")
-        } else {
-            format!("{a}{ua} {b}{ub}")
-        }
-    };
-    if s >= 86_400 {
-        two(s / 86_400, "d", s / 3_600 % 24, "h")
-    } else if s >= 3_600 {
-        two(s / 3_600, "h", s / 60 % 60, "m")
-    } else if s >= 60 {
-        two(s / 60, "m", s % 60, "s")
-    } else if d.subsec_millis() == 0 {
-        format!("{s}s")
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
-    }
-}
+pub use crate::time::{format_duration, now_ms, parse_duration};
 
 /// A partition whose offset was last written before the cut-off.
 #[derive(Debug, Clone, PartialEq)]
@@ -146,7 +85,7 @@ pub fn plan(
     now_ms: u64,
 ) -> Result<ExpirePlan> {
     check_store(store)?;
-    if crate::is_reserved_namespace(connector) {
+    if crate::namespaces::is_reserved_namespace(connector) {
         return Err(Error::Input(format!(
             "`{connector}` holds the crate's own records, not a connector's offsets: it does not expire"
         )));
@@ -154,7 +93,7 @@ pub fn plan(
     let parts = store.partitions(connector)?;
     if parts.is_empty() {
         let mut known = store.namespaces()?;
-        known.retain(|n| !crate::is_reserved_namespace(n));
+        known.retain(|n| !crate::namespaces::is_reserved_namespace(n));
         return Err(Error::Input(format!(
             "connector `{connector}` has no offsets in this {} store (connectors with offsets: {})",
             store.kind(),
@@ -203,42 +142,5 @@ impl ExpirePlan {
         store.write(self.stale.iter().map(|s| (s.key.clone(), None)).collect())?;
         crate::metrics::expired(&self.connector, self.stale.len() as u64);
         Ok(self.stale.len())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse_or_say_why_not() {
-        assert_eq!(parse_duration("30d"), Ok(Duration::from_secs(30 * 86_400)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration(" 2w "), Ok(Duration::from_secs(14 * 86_400)));
-        for (bad, says) in [
-            ("", "not a duration"),
-            ("d", "not a duration"),
-            ("-1d", "not a duration"),
-            ("10", "no unit"),
-            ("10y", "unknown unit `y`"),
-            ("1.5h", "unknown unit `.5h`"),
-            ("99999999999999999999d", "too large"),
-            ("9999999999999999d", "too long"),
-        ] {
-            let e = parse_duration(bad).unwrap_err();
-            assert!(e.contains(says), "{bad}: {e}");
-        }
-    }
-
-    #[test]
-    fn ages_read_in_their_largest_units() {
-        assert_eq!(
-            format_duration(Duration::from_secs(3 * 86_400 + 4 * 3600)),
-            "3d 4h"
-        );
-        assert_eq!(format_duration(Duration::from_secs(7_500)), "2h 5m");
-        assert_eq!(format_duration(Duration::from_millis(4_200)), "4.2s");
-        assert_eq!(format_duration(Duration::from_secs(30 * 86_400)), "30d");
-        assert_eq!(format_duration(Duration::from_secs(2)), "2s");
     }
 }

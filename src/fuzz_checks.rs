@@ -18,9 +18,10 @@ use crate::buffer::CommitBufferConfig;
 use crate::codec::json::{decode_key, decode_value, encode_key, encode_value};
 use crate::fs::SimFs;
 use crate::model::{FieldMap, OffsetKey, Value};
+use crate::open;
 use crate::scenario::{self, MemoryFactory, Op, ScenarioOptions};
+use crate::store::OffsetStoreExt;
 use crate::store::url::{StoreUrl, is_secret};
-use crate::store::{OffsetStoreExt, open};
 use crate::wal::frame::{
     self, FrameError, FrameKind, HEADER_LEN, MAGIC, MAX_PAYLOAD, V1_HEADER_LEN,
 };
@@ -859,7 +860,7 @@ pub const CONFIG_PROPERTIES: [&str; 15] = [
     "offsets.stall.after",
 ];
 
-/// `url_and_config`: [`open`] gives a store or an error with a message, never a panic, and so does
+/// `url_and_config`: [`open()`] gives a store or an error with a message, never a panic, and so does
 /// [`CommitBufferConfig::set`]. URLs whose backend could touch the disk or the network (anything but
 /// `memory`) are only parsed, and opened with their scheme renamed to one no backend has.
 pub fn url_and_config_case(url: &str, name: &str, value: &str) {

@@ -5,7 +5,7 @@
 //! stores those offsets in memory, in RocksDB (the embedded default) or in Kafka Connect's own offsets
 //! topic, byte-compatible with the records Kafka Connect writes.
 //!
-//! * [`OffsetStore`]: one small, synchronous, object-safe trait; [`open`] picks a backend from a URL.
+//! * [`OffsetStore`]: one small, synchronous, object-safe trait; [`open()`] picks a backend from a URL.
 //! * [`buffer::CommitBuffer`]: the write-ahead commit buffer every backend shares. Tasks
 //!   [`offer`](buffer::CommitBuffer::offer) offsets cheaply; a commit seals them into a batch, appends
 //!   one framed record to a local log, syncs it once for every committer waiting (group commit), applies
@@ -61,9 +61,8 @@
 //! buffer.close()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-// Denied, not forbidden: four modules may allow it, librdkafka calls rdkafka's safe API lacks
-// (store::kafka::topic_id, store::kafka::flush, store::kafka::idempotent,
-// store::kafka::group::group_admin).
+// Denied, not forbidden: one module may allow it, store::kafka::ffi (librdkafka calls rdkafka's
+// safe API lacks, each behind a safe function, with its safety notes).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 pub mod alarms;
@@ -71,7 +70,7 @@ pub mod buffer;
 pub mod codec;
 #[cfg(feature = "testkit")]
 pub mod conformance;
-pub mod connector_checks;
+pub mod connect;
 pub mod connector_offsets;
 pub mod crash;
 pub mod dead_letter;
@@ -85,29 +84,19 @@ pub mod history;
 pub mod metrics;
 pub mod migrate;
 pub mod model;
+mod namespaces;
 pub mod once;
+mod open;
 pub mod policy;
 #[cfg(feature = "testkit")]
 pub mod scenario;
 pub mod store;
+pub mod time;
 pub mod wal;
+/// What Kafka Connect's own source connectors accept (also at [`connect::checks`]).
+pub use connect::checks as connector_checks;
 pub use error::{Error, Result};
 pub use model::{Batch, Entries, FieldMap, Offset, OffsetKey, Partition, Value};
-pub use store::{OffsetStore, OffsetStoreExt, open, open_existing, open_read_only};
-
-/// True for the reserved namespaces whose records describe this very store's writers (their
-/// fences, where their logs are): `export` and `migrate` leave them where they are.
-pub fn is_store_local_namespace(namespace: &str) -> bool {
-    namespace == store::fence::FENCES_NAMESPACE || namespace == buffer::register::WRITERS_NAMESPACE
-}
-
-/// True for the namespaces the crate keeps its own records in (overrides' markers, history,
-/// alarms, fences, writers' logs): offsets like any others to a store, but no connector's, so
-/// never listed as one, recorded in history, judged by the alarms or expired.
-pub fn is_reserved_namespace(namespace: &str) -> bool {
-    namespace == once::ONCE_NAMESPACE
-        || namespace == history::HISTORY_NAMESPACE
-        || namespace == alarms::ALARMS_NAMESPACE
-        || namespace == store::fence::FENCES_NAMESPACE
-        || namespace == buffer::register::WRITERS_NAMESPACE
-}
+pub use namespaces::{is_reserved_namespace, is_store_local_namespace};
+pub use open::{open, open_existing, open_for_writer, open_read_only};
+pub use store::{OffsetStore, OffsetStoreExt};

@@ -156,7 +156,7 @@ pub fn migrate(
                 }
             }
             // Fences and writers' records belong to the store they were written in.
-            all.retain(|c| !crate::is_store_local_namespace(c));
+            all.retain(|c| !crate::namespaces::is_store_local_namespace(c));
             all.sort();
             // History last: written after the connectors, the source's records replace those a
             // target with history makes of the migration's own writes (a batch carrying history

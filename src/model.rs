@@ -124,23 +124,6 @@ impl FieldMap {
         }
     }
 
-    /// The map as Connect's REST `PATCH` writes it: Connect reads the body back through its
-    /// `JsonConverter` before writing, which makes it a `java.util.HashMap` (members in that map's
-    /// iteration order) and every fraction a `BigDecimal` (so `-0.0` becomes `0.0`).
-    pub fn as_connect_patch_writes(&self) -> FieldMap {
-        crate::codec::java_map::hash_order(self.fields.iter().map(|(n, _)| n.as_str()))
-            .into_iter()
-            .map(|i| {
-                let (n, v) = &self.fields[i];
-                let v = match v {
-                    Value::Float(f) if *f == 0.0 => Value::Float(0.0),
-                    v => v.clone(),
-                };
-                (n.clone(), v)
-            })
-            .collect()
-    }
-
     /// True when [`connect_normalized`](Self::connect_normalized) would change something.
     pub fn needs_normalizing(&self) -> bool {
         self.fields.iter().any(|(_, v)| {

@@ -28,13 +28,10 @@
 //! With `write.mode=idempotent` there are no transactions and nothing is fenced: run such
 //! overrides one at a time.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use crate::store::{OffsetStore, OffsetStoreExt};
 use crate::{Error, Offset, OffsetKey, Partition, Result};
 
-/// The namespace the markers of applied overrides live in; no connector may use it.
-pub const ONCE_NAMESPACE: &str = "__connect-offsets-once";
+pub use crate::namespaces::ONCE_NAMESPACE;
 
 /// The longest id accepted, in characters (it becomes part of a record key).
 pub const MAX_ID_CHARS: usize = 200;
@@ -243,9 +240,7 @@ impl OnceOverride {
 
     /// The marker entry: who applied the override, how many offsets it named, when, and the digest.
     fn marker(&self, by: &str) -> (OffsetKey, Option<Offset>) {
-        let at_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
+        let at_ms = crate::time::now_ms() as i64;
         let marker = Offset::new()
             .with("by", by)
             .with("entries", self.entries.len() as i64)

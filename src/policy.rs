@@ -14,6 +14,9 @@
 //! For sink-style partitions (`kafka_topic`, `kafka_partition`) the source's bounds are the topic
 //! partition's log-start and log-end offsets, as `{"kafka_offset": n}`.
 //!
+//! A worker loads its offsets through [`ResetPolicies::load`], which reads them from its
+//! [`CommitBuffer`](crate::buffer::CommitBuffer) (the commit buffer's side, in `buffer`).
+//!
 //! Every use is logged (`tracing` warning with connector, partition, policy and reason) and counted
 //! (`connect_offsets_offset_resets_total{connector,policy,reason}`).
 //!
@@ -47,7 +50,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::buffer::CommitBuffer;
 use crate::dead_letter::{DeadLetter, DeadLetterFile};
 use crate::{Error, Offset, OffsetKey, Result};
 
@@ -319,44 +321,6 @@ impl ResetPolicies {
         tracing::warn!(connector, %partition, %offset, reason = bad.reason.as_str(), detail = %bad.detail,
             policy = policy.as_str(), new_offset = %to, "unusable offset reset by policy");
         Ok(resolution)
-    }
-
-    /// A worker's lookup: the committed offset of `key` from `buffer`, checked by `check` (the
-    /// connector's own validation, returning why an offset is unusable). An unusable or undecodable
-    /// offset is resolved by the policy, and the replacement is offered to the buffer so the next
-    /// commit records it (a `skip` offers a reset). Returns the offset to start from.
-    pub fn load(
-        &self,
-        buffer: &CommitBuffer,
-        key: &OffsetKey,
-        check: impl Fn(&Offset) -> std::result::Result<(), (Unusable, String)>,
-        bounds: &dyn SourceBounds,
-    ) -> Result<Option<Offset>> {
-        let resolution = match buffer.get(key) {
-            Ok(None) => return Ok(None),
-            Ok(Some(offset)) => match check(&offset) {
-                Ok(()) => return Ok(Some(offset)),
-                Err((reason, detail)) => self.resolve(
-                    &UnusableOffset::new(key, reason, detail).with_offset(&offset),
-                    bounds,
-                )?,
-            },
-            Err(e @ (Error::Decode { .. } | Error::InvalidData(_))) => self.resolve(
-                &UnusableOffset::new(key, Unusable::Corrupt, e.to_string()),
-                bounds,
-            )?,
-            Err(e) => return Err(e),
-        };
-        match resolution {
-            Resolution::NoOffset => {
-                buffer.offer_reset(key.clone())?;
-                Ok(None)
-            }
-            Resolution::Use(o) => {
-                buffer.offer(key.clone(), o.clone())?;
-                Ok(Some(o))
-            }
-        }
     }
 }
 

@@ -678,7 +678,7 @@ impl Cluster {
 
 #[cfg(feature = "kafka")]
 fn read_connect_configs(url: &str) -> Result<Cluster> {
-    let configs = connect_offsets::store::kafka::ConnectConfigs::read(url)?;
+    let configs = connect_offsets::connect::ConnectConfigs::read(url)?;
     Ok(Cluster(
         configs
             .names()

@@ -273,7 +273,7 @@ impl ApplyThread {
         let mut st = lock(&self.shared);
         if let (Some(before), Some(activity)) = (before, st.activity.as_mut()) {
             observe(activity, batch, before);
-            let due = activity.due(crate::expire::now_ms());
+            let due = activity.due(crate::time::now_ms());
             if !due.is_empty() {
                 for (k, v) in due {
                     self.shared.pending.insert(k, v);
@@ -353,7 +353,7 @@ fn watched(batch: &Batch) -> impl Iterator<Item = (&OffsetKey, &Option<Offset>)>
     batch
         .entries
         .iter()
-        .filter(|(k, _)| !crate::is_reserved_namespace(k.namespace()))
+        .filter(|(k, _)| !crate::namespaces::is_reserved_namespace(k.namespace()))
 }
 
 /// Feeds `activity` each connector entry of `batch` against what the store held. A batch that
@@ -363,7 +363,7 @@ fn observe(activity: &mut Activity, batch: &Batch, before: Vec<Option<Offset>>) 
         .entries
         .keys()
         .any(|k| k.namespace() == crate::once::ONCE_NAMESPACE);
-    let now = crate::expire::now_ms();
+    let now = crate::time::now_ms();
     for ((k, new), old) in watched(batch).zip(before) {
         let mut m = compare(old.as_ref(), new.as_ref());
         if rewind && m == Movement::Backwards {

@@ -255,7 +255,7 @@ impl CommitBufferConfig {
                 self.assemble_once()?;
             }
             "offsets.expire.after" | "offsets.expire.interval" | "offsets.stall.after" => {
-                let d = crate::expire::parse_duration(value).map_err(|e| bad(&e))?;
+                let d = crate::time::parse_duration(value).map_err(|e| bad(&e))?;
                 if d.is_zero() {
                     return Err(bad("must be longer than 0"));
                 }

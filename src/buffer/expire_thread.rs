@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use super::state::{Shared, lock};
 use super::{Durability, commit_on};
+use crate::Result;
 use crate::model::OffsetKey;
 use crate::store::OffsetStore;
-use crate::{Result, expire};
 
 pub(super) struct ExpireThread {
     pub(super) shared: Arc<Shared>,
@@ -58,10 +58,10 @@ impl ExpireThread {
 
     /// One look for stale partitions, and their reset.
     fn round(&self) -> Result<()> {
-        let cutoff = expire::now_ms().saturating_sub(self.after.as_millis() as u64);
+        let cutoff = crate::time::now_ms().saturating_sub(self.after.as_millis() as u64);
         let mut queued: Vec<(String, u64)> = Vec::new();
         for ns in self.store.namespaces()? {
-            if crate::is_reserved_namespace(&ns) {
+            if crate::namespaces::is_reserved_namespace(&ns) {
                 continue;
             }
             let keys: Vec<OffsetKey> = self

@@ -32,6 +32,7 @@ mod config;
 mod expire_thread;
 mod log_thread;
 mod pending;
+mod policy;
 mod recovery;
 pub mod register;
 mod release;
@@ -141,7 +142,7 @@ impl CommitBuffer {
             Some(after) => Some(activity::Activity::new(
                 writer,
                 after,
-                crate::expire::now_ms(),
+                crate::time::now_ms(),
                 crate::alarms::read(&*store)?,
             )),
             None => None,

@@ -11,7 +11,6 @@
 //! warning, never a commit.
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::Result;
 use crate::model::{Batch, Offset, OffsetKey, Partition, Value};
@@ -19,8 +18,7 @@ use crate::store::OffsetStore;
 use crate::wal::frame::FrameKind;
 use crate::wal::inspect;
 
-/// The namespace of the writers' records; no connector may use it.
-pub const WRITERS_NAMESPACE: &str = "__connect-offsets-writers";
+pub use crate::namespaces::WRITERS_NAMESPACE;
 
 /// One writer's record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,9 +57,7 @@ pub(super) fn record(
     closed: bool,
 ) -> Result<()> {
     let log = std::fs::canonicalize(log).unwrap_or_else(|_| log.to_path_buf());
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    let now = crate::time::now_ms() as i64;
     let offset = Offset::new()
         .with("log", log.to_string_lossy().into_owned())
         .with("host", host())
@@ -128,7 +124,7 @@ pub fn unapplied(store: &dyn OffsetStore, connector: Option<&str>) -> Result<Vec
                 &r.host
             },
             r.pid,
-            crate::history::time::format_rfc3339(r.opened_ms.saturating_mul(1000))
+            crate::time::format_rfc3339(r.opened_ms.saturating_mul(1000))
         );
         if r.host != here || !r.log.is_dir() {
             notes.push(format!(

@@ -210,7 +210,7 @@ impl Sampled for Shared {
                 .activity
                 .as_ref()
                 .map(|a| {
-                    let now = crate::expire::now_ms();
+                    let now = crate::time::now_ms();
                     a.records()
                         .into_iter()
                         .map(|r| crate::metrics::ConnectorAlarm {

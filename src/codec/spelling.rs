@@ -25,6 +25,24 @@ impl Value {
 }
 
 impl FieldMap {
+    /// The map as Connect's REST `PATCH` writes it: Connect reads the body back through its
+    /// `JsonConverter` before writing, which makes it a `java.util.HashMap` (members in that map's
+    /// iteration order) and every fraction a `BigDecimal` (so `-0.0` becomes `0.0`).
+    pub fn as_connect_patch_writes(&self) -> FieldMap {
+        let fields: Vec<(&str, &Value)> = self.iter().collect();
+        super::java_map::hash_order(fields.iter().map(|(n, _)| *n))
+            .into_iter()
+            .map(|i| {
+                let (n, v) = fields[i];
+                let v = match v {
+                    Value::Float(f) if *f == 0.0 => Value::Float(0.0),
+                    v => v.clone(),
+                };
+                (n, v)
+            })
+            .collect()
+    }
+
     /// The map as Kafka Connect's JSON (compact, insertion order).
     pub fn to_json(&self) -> String {
         let mut out = Vec::new();

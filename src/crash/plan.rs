@@ -4,8 +4,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{CrashHook, CrashPoint};
-use crate::model::Batch;
-use crate::store::ApplyFault;
 use crate::{Error, Result};
 
 /// A plan to crash at the `skip`-th next occurrence of a target point (0 = the first). It counts
@@ -70,7 +68,8 @@ impl CrashPlan {
         self.lock().hits.clone()
     }
 
-    fn dead(&self) -> Error {
+    /// The error of every step after the crash.
+    pub(crate) fn dead(&self) -> Error {
         Error::Crashed(format!("{:?} (process is dead)", self.crashed_at()))
     }
 }
@@ -103,27 +102,5 @@ impl CrashHook for CrashPlan {
 
     fn is_dead(&self) -> bool {
         self.crashed()
-    }
-}
-
-impl ApplyFault for CrashPlan {
-    fn before_entry(&self, _batch: &Batch, index: usize) -> Result<()> {
-        // Crash after staging at least one entry when there is one, so "inside" means inside.
-        if index == 1 {
-            self.at(CrashPoint::InsideApply)
-        } else if self.crashed() {
-            Err(self.dead())
-        } else {
-            Ok(())
-        }
-    }
-    fn before_commit(&self, batch: &Batch) -> Result<()> {
-        if batch.entries.len() <= 1 {
-            self.at(CrashPoint::InsideApply)
-        } else if self.crashed() {
-            Err(self.dead())
-        } else {
-            Ok(())
-        }
     }
 }

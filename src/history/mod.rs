@@ -28,14 +28,14 @@ mod known;
 pub mod record;
 mod rewind;
 mod store;
-pub mod time;
 
+/// The crate's [`time`] module, where history's callers have always found it.
+pub use crate::time;
 pub use record::Change;
 pub use rewind::{Move, RewindPlan, RewindTo, plan_rewind};
 pub use store::HistoryStore;
 
-/// The namespace history records live in; no connector may use it.
-pub const HISTORY_NAMESPACE: &str = "__connect-offsets-history";
+pub use crate::namespaces::HISTORY_NAMESPACE;
 
 /// The store URL parameter that turns history on, with its retention (`history=7d`).
 pub const HISTORY_PARAM: &str = "history";
@@ -54,7 +54,7 @@ pub struct HistoryConfig {
 impl HistoryConfig {
     /// A retention (`7d`, `12h`) and an optional size bound in bytes, checked.
     pub fn parse(retention: &str, max_bytes: Option<&str>) -> Result<Self> {
-        let retention = time::parse_duration(retention)
+        let retention = crate::time::parse_positive_duration(retention)
             .map_err(|e| Error::Config(format!("history={retention}: {e}")))?;
         let max_bytes = max_bytes
             .map(|m| match m.parse::<u64>() {

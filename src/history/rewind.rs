@@ -3,9 +3,10 @@
 use std::collections::HashMap;
 use std::str::FromStr;
 
-use super::{Change, HISTORY_NAMESPACE, read, time};
+use super::{Change, HISTORY_NAMESPACE, read};
 use crate::model::OffsetKey;
 use crate::store::OffsetStore;
+use crate::time;
 use crate::{Error, Offset, Result};
 
 /// Where a rewind goes: a time, or right after the batch with a seq.

@@ -6,11 +6,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::known::Known;
 use super::record::{self, CHANGES_PER_RECORD, Staged};
-use super::{HISTORY_NAMESPACE, HistoryConfig, time};
+use super::{HISTORY_NAMESPACE, HistoryConfig};
 use crate::codec::json;
-use crate::is_reserved_namespace as is_reserved;
 use crate::model::{Batch, OffsetKey};
+use crate::namespaces::is_reserved_namespace as is_reserved;
 use crate::store::{BatchEntry, OffsetStore};
+use crate::time;
 use crate::{Error, Offset, Result};
 
 /// Records pruned in one batch at most, so a store reopened after a long pause does not put all

@@ -8,6 +8,8 @@
 //! not on a model of it.
 
 use crate::Result;
+#[cfg(feature = "testkit")]
+use crate::crash::{CrashHook, CrashPlan, CrashPoint};
 use crate::model::Batch;
 
 /// Called by a backend at each step of `apply`.
@@ -65,6 +67,32 @@ impl ApplyFault for FailMidway {
     fn before_commit(&self, batch: &Batch) -> Result<()> {
         if batch.entries.len() <= self.after_entries {
             self.fire(batch, "before commit")
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A crash plan is an apply seam too: it crashes the process inside `apply`
+/// ([`CrashPoint::InsideApply`]), and fails every apply
+/// once the process is dead.
+#[cfg(feature = "testkit")]
+impl ApplyFault for CrashPlan {
+    fn before_entry(&self, _batch: &Batch, index: usize) -> Result<()> {
+        // Crash after staging at least one entry when there is one, so "inside" means inside.
+        if index == 1 {
+            CrashHook::at(self, CrashPoint::InsideApply)
+        } else if self.crashed() {
+            Err(self.dead())
+        } else {
+            Ok(())
+        }
+    }
+    fn before_commit(&self, batch: &Batch) -> Result<()> {
+        if batch.entries.len() <= 1 {
+            CrashHook::at(self, CrashPoint::InsideApply)
+        } else if self.crashed() {
+            Err(self.dead())
         } else {
             Ok(())
         }

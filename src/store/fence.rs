@@ -17,21 +17,13 @@
 //! applied seq when the tool wrote). See docs/design.md, "A tool's write and a writer's log".
 
 use std::collections::{HashMap, HashSet};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{BatchEntry, OffsetStore};
 use crate::codec::json;
 use crate::model::{Batch, Offset, OffsetKey, Partition, Value};
 use crate::{Error, Result};
 
-/// The namespace fences live in; no connector may use it.
-pub const FENCES_NAMESPACE: &str = "__connect-offsets-fences";
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+pub use crate::namespaces::FENCES_NAMESPACE;
 
 fn key_text(key: &OffsetKey) -> String {
     String::from_utf8_lossy(&key.connect_key()).into_owned()
@@ -79,11 +71,11 @@ pub(crate) fn fences<S: OffsetStore + ?Sized>(
     if writers.is_empty() {
         return Ok(Vec::new());
     }
-    let at_ms = now_ms();
+    let at_ms = crate::time::now_ms() as i64;
     let mut out = Vec::new();
     for (writer, applied) in &writers {
         for (k, v) in entries {
-            if crate::is_reserved_namespace(k.namespace()) {
+            if crate::namespaces::is_reserved_namespace(k.namespace()) {
                 continue;
             }
             let fence = fence_value(v.as_ref(), *applied, at_ms);

@@ -218,7 +218,7 @@ impl OffsetStore for MemoryStore {
             state.seqs.insert(batch.writer.clone(), batch.seq);
         }
         let mut scratch = std::mem::take(&mut state.scratch);
-        let now = crate::expire::now_ms();
+        let now = crate::time::now_ms();
         for (key, offset) in batch
             .entries
             .iter()

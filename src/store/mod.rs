@@ -1,7 +1,7 @@
 //! The storage trait and its backends.
 //!
 //! [`OffsetStore`] is what every backend implements: small, synchronous and object-safe, so a worker
-//! holds a `Box<dyn OffsetStore>` chosen at run time by [`open`] from a URL. Conveniences (set, reset,
+//! holds a `Box<dyn OffsetStore>` chosen at run time by [`open`](crate::open()) from a URL. Conveniences (set, reset,
 //! export) live in the blanket extension trait [`OffsetStoreExt`].
 //!
 //! | URL | backend | feature |
@@ -30,7 +30,7 @@ pub mod url;
 
 pub use fault::ApplyFault;
 pub use memory::MemoryStore;
-pub use url::{StoreUrl, open, open_existing, open_for_writer, open_read_only};
+pub use url::StoreUrl;
 
 /// A place offsets live. Implementations must make [`apply`](Self::apply):
 ///

@@ -221,7 +221,7 @@ impl RocksDbStore {
             .fault
             .as_ref()
             .map(|_| order.iter().map(|e| e.1).collect());
-        let now = crate::expire::now_ms().to_le_bytes();
+        let now = crate::time::now_ms().to_le_bytes();
         for (id, _, key, offset) in order {
             k.clear();
             k.push(OFFSET);
@@ -688,7 +688,7 @@ mod tests {
         assert_eq!(listed, vec![new.clone(), old.clone()]);
         let times = store.change_times(&[old, new]).unwrap();
         assert_eq!(times[0], None);
-        let now = crate::expire::now_ms();
+        let now = crate::time::now_ms();
         assert!(
             times[1].is_some_and(|t| t <= now && t + 60_000 > now),
             "{times:?}"

@@ -69,7 +69,7 @@ fn expected_state(upto: u64) -> BTreeMap<Vec<u8>, Offset> {
 
 /// As a process running a commit buffer opens its store: claiming its writer.
 fn open_store(url: &str) -> Arc<dyn OffsetStore> {
-    Arc::from(connect_offsets::store::open_for_writer(url, WRITER).expect("open store"))
+    Arc::from(connect_offsets::open_for_writer(url, WRITER).expect("open store"))
 }
 
 fn config(wal: &std::path::Path) -> CommitBufferConfig {

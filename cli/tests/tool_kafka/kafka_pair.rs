@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 use connect_offsets::conformance::Harness;
 use connect_offsets::conformance_tests;
+use connect_offsets::open;
 use connect_offsets::store::kafka::{KafkaPairStore, KafkaStore, KafkaStoreBuilder};
-use connect_offsets::store::{ApplyFault, OffsetStoreExt, StoreUrl, open};
+use connect_offsets::store::{ApplyFault, OffsetStoreExt, StoreUrl};
 use connect_offsets::{Batch, Offset, OffsetKey, OffsetStore, Partition};
 use kafka_util::*;
 

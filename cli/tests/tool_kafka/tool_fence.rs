@@ -109,7 +109,7 @@ fn child_entry() {
         return; // Not a child.
     };
     let store: Arc<dyn OffsetStore> =
-        Arc::from(connect_offsets::store::open_for_writer(&url, WRITER).expect("open store"));
+        Arc::from(connect_offsets::open_for_writer(&url, WRITER).expect("open store"));
     let mut out = std::io::stdout().lock();
     // The test harness has written `test child_entry ... ` with no line end.
     writeln!(out).unwrap();

@@ -2,7 +2,7 @@
 //! exports, one function per native method of `connectoffsets.jni.NativeStore`.
 //!
 //! Keys and values cross as the bytes Kafka Connect's `JsonConverter` wrote. An open store is a
-//! [`CommitBuffer`] over a store from [`open`](crate::open), named to Java by a handle: a number
+//! [`CommitBuffer`] over a store from [`open`](crate::open()), named to Java by a handle: a number
 //! looked up in a registry, never a pointer, so a handle used after `close` (or twice closed) is an
 //! error, not a crash. Every entry point catches panics and turns errors into a Java
 //! `ConnectException` carrying the crate's message.
@@ -180,7 +180,7 @@ pub fn open<'l>(
         // Commits happen at set() only: an interval seal could split a set() into two batches.
         config.flush_interval = None;
         let shown = connect_offsets::store::url::redact(&url);
-        let store = connect_offsets::store::open_for_writer(&url, &config.writer)
+        let store = connect_offsets::open_for_writer(&url, &config.writer)
             .map_err(|e| e.context(format!("opening `{shown}`")))?;
         let durability = config.durability;
         let max_pending = config.max_pending;

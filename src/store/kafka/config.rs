@@ -15,7 +15,6 @@ use rdkafka::ClientConfig;
 use rdkafka::config::RDKafkaLogLevel;
 use tracing::level_filters::LevelFilter;
 
-use super::task::TaskId;
 use crate::policy::{ResetPolicies, ResetPolicy};
 use crate::store::ApplyFault;
 use crate::store::url::{StoreUrl, is_secret};
@@ -256,7 +255,7 @@ impl KafkaStoreBuilder {
                 }
                 "fallback.topic" => {
                     return Err(url.error(
-                        "`fallback.topic` names a pair of topics: open it with store::open or \
+                        "`fallback.topic` names a pair of topics: open it with connect_offsets::open or \
                          KafkaPairStore, not KafkaStore",
                     ));
                 }
@@ -394,13 +393,8 @@ impl KafkaStoreBuilder {
         self
     }
 
-    /// Connects, makes sure the topic exists and is compacted, and reads it into memory.
-    pub fn open(self) -> Result<super::KafkaStore> {
-        super::KafkaStore::open_with(self)
-    }
-
     /// Checks the settings and resolves them (no I/O).
-    pub(super) fn settings(&self) -> Result<Settings> {
+    pub(crate) fn settings(&self) -> Result<Settings> {
         let bad = |reason: String| Error::Config(format!("kafka store: {reason}"));
         if self.bootstrap.trim().is_empty() {
             return Err(bad("no brokers given (kafka://host:port/topic)".into()));
@@ -624,10 +618,7 @@ impl fmt::Debug for Settings {
 pub(crate) fn unique_suffix() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
+    let nanos = crate::time::since_epoch().as_nanos();
     format!(
         "{}-{:x}-{}",
         std::process::id(),
@@ -764,6 +755,85 @@ impl Settings {
     /// The `transactional.id` of `writer`.
     pub(crate) fn transactional_id(&self, writer: &str) -> String {
         format!("{}{writer}", self.transactional_id_prefix)
+    }
+}
+
+/// The `transactional.id` of one source task.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct TaskId(String);
+
+impl TaskId {
+    /// Connect's pattern for task `task` of `connector` in the worker group `group`
+    /// (the worker's `group.id`): `<group>-<connector>-<task>`.
+    pub fn connect(group: &str, connector: &str, task: u32) -> Result<TaskId> {
+        if group.is_empty() || connector.is_empty() {
+            return Err(Error::Config(format!(
+                "a task id needs a group and a connector, not group `{group}` and connector \
+                 `{connector}`"
+            )));
+        }
+        Ok(TaskId(format!("{group}-{connector}-{task}")))
+    }
+
+    /// A `transactional.id` the worker names itself.
+    pub fn named(id: impl Into<String>) -> Result<TaskId> {
+        let id = id.into();
+        if id.trim().is_empty() {
+            return Err(Error::Config(
+                "a task's transactional.id must not be empty".into(),
+            ));
+        }
+        Ok(TaskId(id))
+    }
+
+    /// The id from the URL parameters `exactly.once.id`, or `exactly.once.group` with
+    /// `exactly.once.task=<connector>/<task>`; `None` when none is given.
+    pub(crate) fn from_params(
+        id: Option<&str>,
+        group: Option<&str>,
+        task: Option<&str>,
+    ) -> std::result::Result<Option<TaskId>, String> {
+        let spelled = "give `exactly.once.id=<transactional id>`, or `exactly.once.group=<group.id>` \
+                       with `exactly.once.task=<connector>/<task number>`";
+        match (id, group, task) {
+            (None, None, None) => Ok(None),
+            (Some(id), None, None) => TaskId::named(id).map(Some).map_err(|e| e.to_string()),
+            (None, Some(group), Some(task)) => {
+                let (connector, n) = task.rsplit_once('/').ok_or_else(|| {
+                    format!("`exactly.once.task={task}` is not <connector>/<task number>")
+                })?;
+                let n: u32 = n.parse().map_err(|_| {
+                    format!("the task number in `exactly.once.task={task}` must be a non-negative integer, not `{n}`")
+                })?;
+                TaskId::connect(group, connector, n)
+                    .map(Some)
+                    .map_err(|e| e.to_string())
+            }
+            (Some(_), _, _) => Err(format!(
+                "`exactly.once.id` names the transactional id itself: it cannot be combined with \
+                 `exactly.once.group` or `exactly.once.task` ({spelled})"
+            )),
+            _ => Err(format!(
+                "`exactly.once.group` and `exactly.once.task` go together ({spelled})"
+            )),
+        }
+    }
+
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TaskId({})", self.0)
     }
 }
 

@@ -34,8 +34,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::KafkaStore;
 use super::config::KafkaStoreBuilder;
+use super::task::TaskProducer;
+use super::topic::KafkaStore;
 use crate::model::{Batch, OffsetKey};
 use crate::store::OffsetStore;
 use crate::store::url::StoreUrl;
@@ -104,7 +105,7 @@ impl KafkaPairStore {
     /// connector's topic, where its transactions put their offsets; its resets tombstone the
     /// worker topic first, as the pair's own writes do. (Connect's worker also copies each offset
     /// to the worker topic afterwards; this does not, and reads fall back per partition instead.)
-    pub fn task_producer(&self) -> Result<super::TaskProducer<'_>> {
+    pub fn task_producer(&self) -> Result<TaskProducer<'_>> {
         Ok(self.primary.task_producer()?.with_fallback(&self.fallback))
     }
 }
@@ -243,24 +244,9 @@ impl KafkaPairStore {
         if batch.seq != 0 && batch.seq <= self.primary.applied_seq(&batch.writer)? {
             return Ok(());
         }
-        tombstone_resets(&self.fallback, batch)?;
+        self.fallback.tombstone_resets(batch)?;
         write(batch)
     }
-}
-
-/// Tombstones `batch`'s resets in the worker topic `fallback` (unsequenced: nobody claims a
-/// writer there), before they go to the connector's topic (KAFKA-15018).
-pub(super) fn tombstone_resets(fallback: &KafkaStore, batch: &Batch) -> Result<()> {
-    let resets: Vec<_> = batch
-        .entries
-        .iter()
-        .filter(|(_, v)| v.is_none())
-        .map(|(k, _)| (k.clone(), None))
-        .collect();
-    if resets.is_empty() {
-        return Ok(());
-    }
-    fallback.apply(&Batch::new("", 0, resets))
 }
 
 #[cfg(test)]

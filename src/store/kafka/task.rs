@@ -19,89 +19,12 @@ use std::time::Instant;
 
 use rdkafka::producer::BaseRecord;
 
-use super::KafkaStore;
-use super::write::{self, Failure, TxnProducer};
+pub use super::config::TaskId;
+use super::producer::Failure;
+use super::topic::KafkaStore;
+use super::topic::write::{self, TxnProducer};
 use crate::model::{Batch, OffsetKey};
 use crate::{Error, Offset, Result};
-
-/// The `transactional.id` of one source task.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct TaskId(String);
-
-impl TaskId {
-    /// Connect's pattern for task `task` of `connector` in the worker group `group`
-    /// (the worker's `group.id`): `<group>-<connector>-<task>`.
-    pub fn connect(group: &str, connector: &str, task: u32) -> Result<TaskId> {
-        if group.is_empty() || connector.is_empty() {
-            return Err(Error::Config(format!(
-                "a task id needs a group and a connector, not group `{group}` and connector \
-                 `{connector}`"
-            )));
-        }
-        Ok(TaskId(format!("{group}-{connector}-{task}")))
-    }
-
-    /// A `transactional.id` the worker names itself.
-    pub fn named(id: impl Into<String>) -> Result<TaskId> {
-        let id = id.into();
-        if id.trim().is_empty() {
-            return Err(Error::Config(
-                "a task's transactional.id must not be empty".into(),
-            ));
-        }
-        Ok(TaskId(id))
-    }
-
-    /// The id from the URL parameters `exactly.once.id`, or `exactly.once.group` with
-    /// `exactly.once.task=<connector>/<task>`; `None` when none is given.
-    pub(crate) fn from_params(
-        id: Option<&str>,
-        group: Option<&str>,
-        task: Option<&str>,
-    ) -> std::result::Result<Option<TaskId>, String> {
-        let spelled = "give `exactly.once.id=<transactional id>`, or `exactly.once.group=<group.id>` \
-                       with `exactly.once.task=<connector>/<task number>`";
-        match (id, group, task) {
-            (None, None, None) => Ok(None),
-            (Some(id), None, None) => TaskId::named(id).map(Some).map_err(|e| e.to_string()),
-            (None, Some(group), Some(task)) => {
-                let (connector, n) = task.rsplit_once('/').ok_or_else(|| {
-                    format!("`exactly.once.task={task}` is not <connector>/<task number>")
-                })?;
-                let n: u32 = n.parse().map_err(|_| {
-                    format!("the task number in `exactly.once.task={task}` must be a non-negative integer, not `{n}`")
-                })?;
-                TaskId::connect(group, connector, n)
-                    .map(Some)
-                    .map_err(|e| e.to_string())
-            }
-            (Some(_), _, _) => Err(format!(
-                "`exactly.once.id` names the transactional id itself: it cannot be combined with \
-                 `exactly.once.group` or `exactly.once.task` ({spelled})"
-            )),
-            _ => Err(format!(
-                "`exactly.once.group` and `exactly.once.task` go together ({spelled})"
-            )),
-        }
-    }
-
-    /// The id as a string.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for TaskId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for TaskId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "TaskId({})", self.0)
-    }
-}
 
 /// Where a task's producer stands.
 enum Phase {
@@ -149,6 +72,27 @@ impl fmt::Debug for TaskProducer<'_> {
             .field("id", &self.id)
             .field("topic", &self.store.settings.topic)
             .finish()
+    }
+}
+
+impl KafkaStore {
+    /// The configured task's transactional producer ([`task_id`](Self::task_id)): records and
+    /// offsets in one transaction. Creating it fences any older instance of the task and re-reads
+    /// the topic, so read the offsets to resume from after this returns.
+    pub fn task_producer(&self) -> Result<TaskProducer<'_>> {
+        let id = self.task.clone().ok_or_else(|| {
+            Error::Config(format!(
+                "kafka store `{}` has no source task: give `exactly.once.id=<transactional id>`, \
+                 or `exactly.once.group=<group.id>` with `exactly.once.task=<connector>/<task>`",
+                self.settings.topic
+            ))
+        })?;
+        TaskProducer::create(self, id)
+    }
+
+    /// The transactional producer of task `id` (a worker running several tasks over one store).
+    pub fn task_producer_for(&self, id: TaskId) -> Result<TaskProducer<'_>> {
+        TaskProducer::create(self, id)
     }
 }
 
@@ -225,7 +169,7 @@ impl<'s> TaskProducer<'s> {
             // KAFKA-15018: a tombstone in the connector's topic alone lets the worker topic's
             // older offset show through again. Written first (and not undone if the
             // transaction then fails: the partition is reset in either case a reader sees).
-            if let Err(e) = super::pair::tombstone_resets(fallback, &batch) {
+            if let Err(e) = fallback.tombstone_resets(&batch) {
                 // As after any failure but an encoding one: nothing sent since the last commit
                 // is written.
                 return Err(match self.phase {

@@ -9,7 +9,7 @@
 //! is what Connect's `PATCH` and `DELETE /connectors/{name}/offsets` do (`Worker.modifySinkConnectorOffsets`):
 //! * offsets are committed for the group (an `OffsetCommit` from a client that never joins it, the
 //!   Admin API's `alterConsumerGroupOffsets`); `null` offsets are deleted (`OffsetDelete`, through
-//!   librdkafka's `DeleteConsumerGroupOffsets`, `group_admin.rs`);
+//!   librdkafka's `DeleteConsumerGroupOffsets`, in `ffi`);
 //! * a write that resets every partition the group has committed deletes the group instead, as
 //!   Connect's reset does; a group that does not exist counts as reset;
 //! * refused, with nothing changed, while the group has members (the connector is running, or its
@@ -30,9 +30,6 @@
 pub mod entry;
 pub mod names;
 
-#[allow(unsafe_code)]
-mod group_admin;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
@@ -47,6 +44,7 @@ use rdkafka::{ClientConfig, TopicPartitionList};
 
 use super::client::{Ctx, Scrubbed, block_on};
 use super::config::Secrets;
+use super::ffi::delete_offsets;
 use crate::model::{Batch, OffsetKey};
 use crate::store::OffsetStore;
 use crate::store::url::StoreUrl;
@@ -192,7 +190,7 @@ impl KafkaGroupStore {
                 "a kafka-group:// URL has no path (`/{path}`): name the group with ?group=..."
             )));
         }
-        let mut timeout = super::DEFAULT_TIMEOUT;
+        let mut timeout = super::config::DEFAULT_TIMEOUT;
         let mut properties = Vec::new();
         for (k, v) in &url.params {
             match k.as_str() {
@@ -564,7 +562,13 @@ impl KafkaGroupStore {
             "nothing was changed"
         };
         if !deletes.is_empty() {
-            match group_admin::delete_offsets(self.admin.inner(), &group, &deletes, self.timeout) {
+            let partitions = deletes.iter().map(|tp| (tp.topic.as_str(), tp.partition));
+            let refused = delete_offsets(self.admin.inner(), &group, partitions, self.timeout);
+            match refused.map(|rows| {
+                rows.into_iter()
+                    .map(|(topic, partition, code)| (TopicPartition { topic, partition }, code))
+                    .collect::<Vec<_>>()
+            }) {
                 Ok(refused) if refused.is_empty() => {}
                 Ok(refused) => {
                     if refused.iter().any(|(_, c)| is_member_refusal(*c)) {

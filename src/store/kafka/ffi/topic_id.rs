@@ -2,7 +2,6 @@
 //! not expose: librdkafka's admin `DescribeTopics`, called on the reader's handle. The warm start
 //! compares it with the snapshot's so that a topic deleted and re-created under the same name is
 //! never mistaken for the one the snapshot was taken of.
-#![deny(unsafe_op_in_unsafe_fn)]
 
 use std::ffi::{CStr, CString};
 use std::time::Duration;

@@ -12,12 +12,12 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::topic_partition_list::Offset as KafkaOffset;
 
-use super::client::{Ctx, auth_error, kafka_error, timeout_error};
-use super::config::Settings;
 use super::dead_letters::{DeadLetters, Verdict};
 use super::record::{Record, batch_headers, decode};
 use super::state::{Stamp, State};
 use crate::codec::{json, scan};
+use crate::store::kafka::client::{Ctx, auth_error, kafka_error, timeout_error};
+use crate::store::kafka::config::Settings;
 use crate::{Error, Result};
 
 /// Errors that pass by themselves (leadership moving, a broker restarting, a request timing out).
@@ -83,12 +83,9 @@ pub(crate) struct Reader {
     headers: bool,
 }
 
-/// Milliseconds since the Unix epoch.
+/// Milliseconds since the Unix epoch, as Kafka's timestamps count them.
 pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    crate::time::now_ms() as i64
 }
 
 impl Reader {

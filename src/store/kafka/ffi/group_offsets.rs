@@ -3,7 +3,6 @@
 //! are read through a consumer of the group instead (`KafkaGroupStore::committed_in`): librdkafka's
 //! `ListConsumerGroupOffsets` crashed the process when a coordinator answered `NOT_COORDINATOR`
 //! (librdkafka issue #5040).
-#![deny(unsafe_op_in_unsafe_fn)]
 
 use std::ffi::{CStr, CString, c_char};
 use std::time::Duration;
@@ -13,8 +12,6 @@ use rdkafka::bindings as rd;
 use rdkafka::client::{Client, ClientContext};
 use rdkafka::error::RDKafkaErrorCode;
 
-use super::entry::TopicPartition;
-
 /// Why a call failed as a whole: librdkafka's code (to tell "the group has members" or "no such
 /// group" from the rest) and text.
 #[derive(Debug)]
@@ -23,17 +20,19 @@ pub(crate) struct Failure {
     pub text: String,
 }
 
-/// One partition of a group's answer: its offset (negative: none) and its error code.
-type Row = (TopicPartition, i64, RDKafkaErrorCode);
+/// One partition of a group's answer: its topic, partition, offset (negative: none) and error
+/// code.
+type Row = (String, i32, i64, RDKafkaErrorCode);
 
-/// Deletes `group`'s offsets of `partitions`. `Ok` holds the partitions the broker refused, each
-/// with its error code (`GroupSubscribedToTopic` while a member consumes the topic).
-pub(crate) fn delete_offsets<C: ClientContext>(
+/// Deletes `group`'s offsets of `partitions` (topic and partition number). `Ok` holds the
+/// partitions the broker refused, each with its error code (`GroupSubscribedToTopic` while a
+/// member consumes the topic).
+pub(crate) fn delete_offsets<'a, C: ClientContext>(
     client: &Client<C>,
     group: &str,
-    partitions: &[TopicPartition],
+    partitions: impl IntoIterator<Item = (&'a str, i32)>,
     timeout: Duration,
-) -> Result<Vec<(TopicPartition, RDKafkaErrorCode)>, Failure> {
+) -> Result<Vec<(String, i32, RDKafkaErrorCode)>, Failure> {
     let name = c_group(group)?;
     let list = tpl(partitions);
     let rk = client.native_ptr();
@@ -66,8 +65,8 @@ pub(crate) fn delete_offsets<C: ClientContext>(
     let rows = rows?;
     Ok(rows
         .into_iter()
-        .filter(|(_, _, code)| *code != RDKafkaErrorCode::NoError)
-        .map(|(tp, _, code)| (tp, code))
+        .filter(|(_, _, _, code)| *code != RDKafkaErrorCode::NoError)
+        .map(|(topic, partition, _, code)| (topic, partition, code))
         .collect())
 }
 
@@ -78,10 +77,10 @@ fn c_group(group: &str) -> Result<CString, Failure> {
     })
 }
 
-fn tpl(partitions: &[TopicPartition]) -> TopicPartitionList {
+fn tpl<'a>(partitions: impl IntoIterator<Item = (&'a str, i32)>) -> TopicPartitionList {
     let mut list = TopicPartitionList::new();
-    for tp in partitions {
-        list.add_partition(&tp.topic, tp.partition);
+    for (topic, partition) in partitions {
+        list.add_partition(topic, partition);
     }
     list
 }
@@ -189,11 +188,7 @@ unsafe fn group_rows(
             }
             for j in 0..usize::try_from((*list).cnt).unwrap_or(0) {
                 let e = &*(*list).elems.add(j);
-                let tp = TopicPartition {
-                    topic: text(e.topic, ""),
-                    partition: e.partition,
-                };
-                rows.push((tp, e.offset, e.err.into()));
+                rows.push((text(e.topic, ""), e.partition, e.offset, e.err.into()));
             }
         }
     }

@@ -5,44 +5,28 @@
 //! commit buffer's log. The producer polls on a thread of its own and reports failed records only;
 //! the writer waits for a batch with a flush, which returns once nothing is undelivered (every
 //! failure's report handled), and its records leave at once whatever `linger.ms` is (see
-//! [`flush`](super::flush)).
+//! `ffi::flush`).
 
-use std::ffi::{CString, c_void};
+use std::ffi::CString;
 use std::time::Instant;
 
 use rdkafka::bindings as rd;
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::{Producer, ThreadedProducer};
 
-use super::client::{Ctx, auth_error, timeout_error};
-use super::config::Settings;
-use super::flush::{STEP, flush};
-use super::write::{Failure, Rec, create};
+use crate::store::kafka::client::{Ctx, auth_error, timeout_error};
+use crate::store::kafka::config::Settings;
+use crate::store::kafka::ffi::{STEP, TopicHandle, flush};
+use crate::store::kafka::producer::{Failure, Rec, create};
 use crate::{Error, Result};
 
 /// An idempotent producer of one writer.
 pub(crate) struct IdemProducer {
     // Declared first: dropped before the producer it belongs to.
-    topic: Topic,
+    topic: TopicHandle,
     producer: ThreadedProducer<Ctx>,
     id: String,
     topic_name: String,
-}
-
-/// librdkafka's handle of the offsets topic, made once: rdkafka's `send` makes a C string of the
-/// topic's name and looks the topic up for every record (about a tenth of the writing thread's
-/// time at 10,000 offsets a batch).
-struct Topic(*mut rd::rd_kafka_topic_t);
-
-// SAFETY: librdkafka's topic handles may be used from any thread.
-unsafe impl Send for Topic {}
-unsafe impl Sync for Topic {}
-
-impl Drop for Topic {
-    fn drop(&mut self) {
-        // SAFETY: a handle from `rd_kafka_topic_new`, released once, while its client lives.
-        unsafe { rd::rd_kafka_topic_destroy(self.0) }
-    }
 }
 
 impl IdemProducer {
@@ -64,15 +48,7 @@ impl IdemProducer {
         let name = CString::new(settings.topic.as_str()).map_err(|_| {
             Error::InvalidData(format!("topic name {:?} holds a NUL", settings.topic))
         })?;
-        // SAFETY: a live client handle and a NUL-terminated name; a null conf takes the defaults.
-        let handle = unsafe {
-            rd::rd_kafka_topic_new(
-                producer.client().native_ptr(),
-                name.as_ptr(),
-                std::ptr::null_mut(),
-            )
-        };
-        if handle.is_null() {
+        let Some(topic) = TopicHandle::new(producer.client(), &name) else {
             return Err(Error::store(
                 "kafka",
                 format!(
@@ -80,9 +56,9 @@ impl IdemProducer {
                     settings.topic
                 ),
             ));
-        }
+        };
         Ok(IdemProducer {
-            topic: Topic(handle),
+            topic,
             producer,
             id: id.to_string(),
             topic_name: settings.topic.clone(),
@@ -112,31 +88,13 @@ impl IdemProducer {
 
     /// One `rd_kafka_producev` of `rec` (librdkafka copies its bytes), with no delivery opaque.
     fn produce(&self, rec: Rec<'_>) -> rd::rd_kafka_resp_err_t {
-        let (value, value_len) = rec.value.map_or((std::ptr::null_mut(), 0), |v| {
-            (v.as_ptr() as *mut c_void, v.len())
-        });
-        // SAFETY: live client and topic handles; every pointer is valid for its length during the
-        // call, and RD_KAFKA_MSG_F_COPY makes librdkafka copy them before it returns.
-        unsafe {
-            rd::rd_kafka_producev(
-                self.producer.client().native_ptr(),
-                rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_RKT,
-                self.topic.0,
-                rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_PARTITION,
-                rec.partition,
-                rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_MSGFLAGS,
-                rd::RD_KAFKA_MSG_F_COPY,
-                rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_VALUE,
-                value,
-                value_len,
-                rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_KEY,
-                rec.key.as_ptr() as *mut c_void,
-                rec.key.len(),
-                rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_TIMESTAMP,
-                rec.timestamp,
-                rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_END,
-            )
-        }
+        self.topic.produce(
+            self.producer.client(),
+            rec.partition,
+            rec.key,
+            rec.value,
+            rec.timestamp,
+        )
     }
 
     /// Waits until every record sent so far is acknowledged. A failed record (librdkafka retried it

@@ -7,36 +7,20 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use rdkafka::ClientConfig;
-use rdkafka::config::FromClientConfigAndContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::OwnedHeaders;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
 
-use super::client::{Ctx, auth_error, timeout_error};
-use super::config::{Settings, WriteMode, unique_suffix};
-use super::flush::{STEP, flush};
 use super::idempotent::IdemProducer;
 use super::record::{self, marker_key, marker_value};
 use super::state::{Stamp, State};
 use crate::codec::{json, murmur2};
 use crate::model::{Batch, Offset, OffsetKey};
+use crate::store::kafka::client::{Ctx, auth_error, timeout_error};
+use crate::store::kafka::config::{Settings, WriteMode, unique_suffix};
+use crate::store::kafka::ffi::{STEP, flush};
+use crate::store::kafka::producer::{Failure, Rec, base_record, create, is_fence};
 use crate::{Error, Result};
-
-/// One record to produce: a view into its batch's [`Recs`].
-#[derive(Clone, Copy)]
-pub(crate) struct Rec<'a> {
-    /// Index of the batch entry it belongs to; `None` for the writer's marker.
-    pub entry: Option<usize>,
-    pub partition: i32,
-    pub key: &'a [u8],
-    /// The offset JSON; `None` for a tombstone. Memory keeps these very bytes once the record is in,
-    /// as reading the record back would.
-    pub value: Option<&'a [u8]>,
-    /// The record timestamp it is produced with (milliseconds since the epoch), the same for every
-    /// record of a batch, and what the in-memory state notes for it.
-    pub timestamp: i64,
-}
 
 /// Events a transactional producer serves at a time (an empty queue answers a poll at once).
 const EVENTS_PER_SERVE: usize = 64;
@@ -113,13 +97,6 @@ impl Recs {
             s.partition = partition;
         }
     }
-}
-
-/// Milliseconds since the epoch, for record timestamps.
-fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// What a one-record batch adds to its key and value: the batch header (61 bytes), the record's
@@ -211,7 +188,7 @@ pub(crate) fn encode(
     settings: &Settings,
 ) -> Result<Recs> {
     let place = |key: &[u8]| murmur2::partition_for(key, partitions as u32) as i32;
-    let timestamp = now_millis();
+    let timestamp = crate::time::now_ms() as i64;
     let (mut bytes, mut spans) = SPARE
         .try_with(|s| std::mem::take(&mut *s.borrow_mut()))
         .unwrap_or_default();
@@ -284,43 +261,6 @@ pub(crate) fn apply_to_state(state: &mut State, batch: &Batch, recs: &Recs) {
     if batch.seq != 0 {
         state.note_seq(&batch.writer, batch.seq);
     }
-}
-
-/// The record `rec` of `topic`, as librdkafka takes it.
-pub(crate) fn base_record<'a>(
-    topic: &'a str,
-    rec: Rec<'a>,
-    headers: Option<&OwnedHeaders>,
-) -> BaseRecord<'a, [u8], [u8], ()> {
-    let mut record: BaseRecord<'_, [u8], [u8], ()> = BaseRecord::to(topic)
-        .key(rec.key)
-        .partition(rec.partition)
-        .timestamp(rec.timestamp);
-    if let Some(v) = rec.value {
-        record = record.payload(v);
-    }
-    if let Some(h) = headers {
-        record = record.headers(h.clone());
-    }
-    record
-}
-
-/// A producer of either kind with `config`, for writer client `id`.
-pub(crate) fn create<P: FromClientConfigAndContext<Ctx>>(
-    config: ClientConfig,
-    settings: &Settings,
-    id: &str,
-) -> Result<P> {
-    let ctx = Ctx::new(settings.secrets.clone(), format!("writer {id}"));
-    config.create_with_context(ctx).map_err(|e| {
-        Error::store(
-            "kafka",
-            format!(
-                "cannot create the producer `{id}`: {}",
-                settings.secrets.scrub(&e.to_string())
-            ),
-        )
-    })
 }
 
 /// A writer's producer, of the store's [`WriteMode`].
@@ -402,27 +342,6 @@ impl Writers {
 
 pub(crate) fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
     slot.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The codes that mean another producer with our `transactional.id` took over.
-fn is_fence(code: RDKafkaErrorCode) -> bool {
-    matches!(
-        code,
-        RDKafkaErrorCode::Fenced
-            | RDKafkaErrorCode::ProducerFenced
-            | RDKafkaErrorCode::InvalidProducerEpoch
-    )
-}
-
-/// What a failed transaction step means.
-pub(crate) enum Failure {
-    /// A newer producer took over: stop for good.
-    Fenced(String),
-    /// The producer is unusable, or the outcome of a commit is unknown: drop it; the next batch makes
-    /// a new one (whose initialization settles the transaction) and re-reads the topic first.
-    Lost(Error),
-    /// The transaction was aborted (or never began); the producer can go on.
-    Aborted(Error),
 }
 
 /// A transactional producer of one writer.

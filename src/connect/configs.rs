@@ -14,8 +14,8 @@ use rdkafka::message::Message;
 use rdkafka::topic_partition_list::Offset as RdOffset;
 use rdkafka::{ClientConfig, TopicPartitionList};
 
-use super::config::KafkaStoreBuilder;
 use crate::model::{FieldMap, Value};
+use crate::store::kafka::KafkaStoreBuilder;
 use crate::store::url::StoreUrl;
 use crate::{Error, Result};
 

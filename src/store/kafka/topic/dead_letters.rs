@@ -5,10 +5,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::config::Settings;
 use crate::codec::json::{self, Json};
 use crate::dead_letter::{DeadLetter, DeadLetterFile};
 use crate::policy::ResetPolicy;
+use crate::store::kafka::config::Settings;
 use crate::{Error, OffsetKey, Result};
 
 /// Where records that do not decode go. A bad record stays in the topic, so every open meets it

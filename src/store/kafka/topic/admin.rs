@@ -9,8 +9,10 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, Top
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 
-use super::client::{Ctx, auth_error, block_on, drop_in_background, kafka_error, timeout_error};
-use super::config::Settings;
+use crate::store::kafka::client::{
+    Ctx, auth_error, block_on, drop_in_background, kafka_error, timeout_error,
+};
+use crate::store::kafka::config::Settings;
 use crate::{Error, Result};
 
 /// What the brokers said about the topic.

@@ -481,7 +481,10 @@ pub(crate) fn read(path: &Path) -> Result<Option<(Vec<u8>, u32)>> {
 pub(crate) fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let fs = RealFs;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = path.with_extension(format!("tmp-{}", super::config::unique_suffix()));
+    let tmp = path.with_extension(format!(
+        "tmp-{}",
+        crate::store::kafka::config::unique_suffix()
+    ));
     let written = (|| {
         let mut f = fs.open_append(&tmp)?;
         f.append(bytes)?;
@@ -510,7 +513,7 @@ pub(crate) fn prepare_dir(dir: &Path) -> Result<()> {
 mod tests {
     use super::*;
     use crate::model::OffsetKey;
-    use crate::store::kafka::state::Stamp;
+    use crate::store::kafka::topic::state::Stamp;
     use crate::{Offset, Partition};
 
     fn identity() -> Identity {
