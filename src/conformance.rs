@@ -150,7 +150,7 @@ pub fn replayed_batch_changes_nothing(h: &mut dyn Harness) {
 }
 
 /// A batch that fails midway leaves nothing behind, its seq included; the retry applies it whole.
-/// A store that is not [`atomic`](OffsetStore::atomic) may leave a prefix of the batch's entries
+/// A store that is not [`atomic`](crate::store::Capabilities::atomic) may leave a prefix of the batch's entries
 /// behind, never its seq.
 pub fn all_or_nothing_on_failure(h: &mut dyn Harness) {
     let keys: Vec<_> = (0..10)
@@ -180,7 +180,7 @@ pub fn all_or_nothing_on_failure(h: &mut dyn Harness) {
     );
     // The fault fires before entry 5: an atomic store has none of the batch, another at most the
     // five entries before it.
-    let left = if s.atomic() { 0 } else { 5 };
+    let left = if s.capabilities().atomic { 0 } else { 5 };
     for (i, k) in keys.iter().enumerate() {
         let got = s.get(k).expect("get");
         assert!(

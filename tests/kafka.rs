@@ -12,7 +12,7 @@ use connect_offsets::conformance_tests;
 use connect_offsets::store::kafka::{
     KafkaStore, MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key,
 };
-use connect_offsets::store::{ApplyFault, OffsetStore, OffsetStoreExt, StoreUrl};
+use connect_offsets::store::{ApplyFault, CommitHooks, OffsetStore, OffsetStoreExt, StoreUrl};
 use connect_offsets::{Batch, Error, Offset, OffsetKey, Partition};
 use kafka_util::*;
 
@@ -1090,7 +1090,7 @@ fn idempotent_mode_marks_a_batch_applied_only_once_all_of_it_is_in() {
     let store = KafkaStore::open(&url(&topic, 3, "&write.mode=idempotent"))
         .expect("open")
         .with_fault(fault.clone());
-    assert!(!store.atomic());
+    assert!(!store.capabilities().atomic);
     let batch = Batch::new("w", 1, (0..6).map(|i| (key("c", i), Some(pos(i)))));
     assert!(store.apply(&batch).is_err());
     assert!(fault.fired());
@@ -1203,7 +1203,7 @@ fn opens_by_url_through_the_generic_opener() {
     let topic = TopicGuard::new("generic");
     let store = connect_offsets::open(&url(&topic, 3, "")).expect("open");
     assert_eq!(store.kind(), "kafka");
-    assert!(store.durable());
+    assert!(store.capabilities().durable);
     let e = connect_offsets::open(&format!("kafka://{}/?x=1", bootstrap()))
         .unwrap_err()
         .to_string();

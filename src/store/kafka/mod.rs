@@ -63,7 +63,7 @@
 //! encoded and checked entirely (each record, headers included, against the smaller of the
 //! producer's `message.max.bytes` and the topic's `max.message.bytes`, which also caps the
 //! producer's `batch.size`) *before* the transaction opens; a commit buffer asks the same at each
-//! offer ([`OffsetStore::admit`]), so it never logs what could not be written;
+//! offer ([`CommitHooks::admit`]), so it never logs what could not be written;
 //! then its records and the marker are produced in one transaction, which commits or aborts as a
 //! whole. The reader uses `isolation.level=read_committed`, so an aborted batch is never loaded.
 //! Unsequenced batches (`seq == 0`, from [`OffsetStoreExt`](crate::OffsetStoreExt)) use one more
@@ -102,7 +102,7 @@
 //! of the throughput at 10,000 offsets a batch (the broker validates every record of a compacted
 //! topic). So `applied_seq` names only batches wholly in the topic, and a batch a crash cut short
 //! is replayed whole by the commit buffer's recovery. The price: until then every reader may see
-//! part of that batch ([`OffsetStore::atomic`] is false), and no `transactional.id` fences an
+//! part of that batch ([`Capabilities::atomic`] is false), and no `transactional.id` fences an
 //! older process of the same writer.
 //!
 //! **What a Connect worker without exactly-once sees.** Such a worker reads the topic with
@@ -194,7 +194,7 @@ pub use snapshot::Fallback;
 pub use task::{TaskId, TaskProducer};
 
 use super::url::StoreUrl;
-use super::{ApplyFault, OffsetStore};
+use super::{ApplyFault, Capabilities, CommitHooks, OffsetStore};
 use crate::codec::murmur2;
 use crate::model::{Batch, OffsetKey};
 use crate::{Error, Offset, Result};
@@ -738,8 +738,13 @@ impl OffsetStore for KafkaStore {
         "kafka"
     }
 
-    fn admit(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
-        write::admit(writer, key, offset, &self.settings)
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::DEFAULT
+            .with_durable(true)
+            .with_atomic(self.settings.write_mode == WriteMode::Transaction)
+            // Each record's timestamp, which the loader keeps for the current record of every key
+            // anyway (and a warm start's snapshot with it): ours carry the time of the write.
+            .with_change_times(true)
     }
 
     fn apply(&self, batch: &Batch) -> Result<()> {
@@ -814,29 +819,6 @@ impl OffsetStore for KafkaStore {
         Err(self.settle(&mut guard, batch, &id, failure))
     }
 
-    /// Encodes the batch's records while the log writes it: the encoding reads the state (the
-    /// live forms of each key), so `apply` uses it only if no change came in between.
-    fn prepare(&self, batch: &Arc<Batch>) -> bool {
-        let Ok(state) = self.read_state() else {
-            return true;
-        };
-        let generation = self.generation.load(Ordering::Relaxed);
-        if batch.seq != 0 && batch.seq <= state.applied_seq(&batch.writer) {
-            return true;
-        }
-        // A batch the brokers would refuse is refused again, with its error, at the apply.
-        let recs = write::encode(batch, &state, self.partitions, &self.settings).ok();
-        drop(state);
-        if let (Some(recs), Ok(mut prepared)) = (recs, self.prepared.lock()) {
-            *prepared = Some(Prepared {
-                batch: Arc::clone(batch),
-                generation,
-                recs,
-            });
-        }
-        true
-    }
-
     fn applied_seq(&self, writer: &str) -> Result<u64> {
         Ok(self.read_state()?.applied_seq(writer))
     }
@@ -868,23 +850,42 @@ impl OffsetStore for KafkaStore {
         Ok(())
     }
 
-    fn durable(&self) -> bool {
-        true
-    }
-
-    /// Each record's timestamp, which the loader keeps for the current record of every key
-    /// anyway (and a warm start's snapshot with it): ours carry the time of the write.
-    fn keeps_change_times(&self) -> bool {
-        true
-    }
-
     fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> {
         let state = self.read_state()?;
         Ok(keys.iter().map(|k| state.written_ms(k)).collect())
     }
 
-    fn atomic(&self) -> bool {
-        self.settings.write_mode == WriteMode::Transaction
+    fn hooks(&self) -> Option<&dyn CommitHooks> {
+        Some(self)
+    }
+}
+
+impl CommitHooks for KafkaStore {
+    fn admit(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
+        write::admit(writer, key, offset, &self.settings)
+    }
+
+    /// Encodes the batch's records while the log writes it: the encoding reads the state (the
+    /// live forms of each key), so `apply` uses it only if no change came in between.
+    fn prepare(&self, batch: &Arc<Batch>) -> bool {
+        let Ok(state) = self.read_state() else {
+            return true;
+        };
+        let generation = self.generation.load(Ordering::Relaxed);
+        if batch.seq != 0 && batch.seq <= state.applied_seq(&batch.writer) {
+            return true;
+        }
+        // A batch the brokers would refuse is refused again, with its error, at the apply.
+        let recs = write::encode(batch, &state, self.partitions, &self.settings).ok();
+        drop(state);
+        if let (Some(recs), Ok(mut prepared)) = (recs, self.prepared.lock()) {
+            *prepared = Some(Prepared {
+                batch: Arc::clone(batch),
+                generation,
+                recs,
+            });
+        }
+        true
     }
 }
 
