@@ -647,6 +647,103 @@ pub fn hooks_admit_and_as_stored(h: &mut dyn Harness) {
     }
 }
 
+/// The suite for a store of sink connectors' positions (a consumer group), which takes only
+/// unsequenced writes of sink partitions: `connector`'s offsets, for partitions 0 to 2 of `topic`
+/// (which exists, with at least three partitions). Each method of both traits that such a store
+/// serves, as [`conformance_tests!`](crate::conformance_tests) checks them on the others.
+pub fn sink_partitions(h: &mut dyn Harness, connector: &str, topic: &str) {
+    let sink = |p: Value| {
+        let partition = Partition::new()
+            .with("kafka_topic", topic)
+            .with("kafka_partition", p);
+        key(connector, partition)
+    };
+    let at = |n: i64| Offset::new().with("kafka_offset", n);
+    let of_connector = |all: Vec<(OffsetKey, Offset)>| -> Vec<(OffsetKey, Offset)> {
+        all.into_iter()
+            .filter(|(k, _)| k.namespace() == connector)
+            .collect()
+    };
+    let s = h.open(None).expect("open");
+    let hooks = hooks(&*s);
+    let caps = s.capabilities();
+    assert!(!s.kind().is_empty(), "a store names its kind");
+    assert_eq!(caps.durable, h.reopen_keeps_data(), "durable ({caps:?})");
+
+    // Admitted, written as the pipeline writes (logged, then persisted), listed as `as_stored` said.
+    let written = sink(Value::from("1"));
+    hooks.admit("", &written, Some(&at(5))).expect("admit");
+    hooks.admit("", &written, None).expect("admit a reset");
+    let expected = hooks
+        .as_stored(&written, &at(5))
+        .expect("as_stored")
+        .unwrap_or_else(|| (written.clone(), at(5)));
+    hooks
+        .apply_logged(&Batch::new("", 0, [(written.clone(), Some(at(5)))]))
+        .expect("apply_logged");
+    s.persist().expect("persist");
+    let listed = s.partitions(connector).expect("partitions");
+    assert_eq!(listed, vec![expected.clone()], "listed as as_stored said");
+    assert_eq!(s.get(&expected.0).expect("get"), Some(expected.1.clone()));
+    assert!(
+        s.namespaces()
+            .expect("namespaces")
+            .contains(&connector.to_string())
+    );
+
+    // Prepared and encoded when the store does either; then extended by a partition.
+    let batch = Arc::new(Batch::new("", 0, [(sink(Value::Int(0)), Some(at(7)))]));
+    hooks.prepare(&batch);
+    match hooks.encode_logged(&batch) {
+        Some(encoded) => hooks.apply_encoded(&batch, encoded),
+        None => hooks.apply_logged(&batch),
+    }
+    .expect("apply");
+    let extra = [(sink(Value::Int(2)), Some(at(9)))];
+    let batch = Batch::new("", 0, [(sink(Value::Int(1)), Some(at(6)))]);
+    hooks
+        .apply_extended(&batch, &extra, false)
+        .expect("apply_extended");
+    let got = s
+        .get_many(&[
+            sink(Value::Int(0)),
+            sink(Value::Int(1)),
+            sink(Value::Int(2)),
+        ])
+        .expect("get_many");
+    assert_eq!(got, vec![Some(at(7)), Some(at(6)), Some(at(9))]);
+    let times = s
+        .change_times(&[sink(Value::Int(0))])
+        .expect("change_times");
+    assert_eq!(times.len(), 1);
+    if !caps.keeps_change_times {
+        assert_eq!(
+            times,
+            vec![None],
+            "a store that keeps no times answers none"
+        );
+    }
+
+    // Frozen, then a reset: the frozen state is what all() read before it.
+    let before = of_connector(s.all().expect("all"));
+    let frozen = hooks.frozen().expect("frozen");
+    s.reset(sink(Value::Int(0))).expect("reset");
+    assert_eq!(s.get(&sink(Value::Int(0))).expect("get"), None, "reset");
+    assert_eq!(
+        of_connector(frozen().expect("read the frozen state")),
+        before
+    );
+    drop(s);
+    if h.reopen_keeps_data() {
+        let s = h.open(None).expect("reopen");
+        assert_eq!(
+            s.get(&sink(Value::Int(1))).expect("get"),
+            Some(at(6)),
+            "after a reopen"
+        );
+    }
+}
+
 /// Runs every check in turn, each on a fresh harness from `make`, printing each name as it passes:
 /// the whole suite outside a test harness (as `examples/custom_backend.rs` does from `main`). A
 /// failing check panics, naming what broke.

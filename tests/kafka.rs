@@ -53,6 +53,36 @@ conformance_tests!(kafka_idempotent, || KafkaHarness::new(
     "&write.mode=idempotent"
 ));
 
+/// A sink connector's consumer group (`kafka-group://`), which takes only unsequenced writes of
+/// sink partitions: the suite's checks for such a store, on a fresh topic and connector.
+struct GroupHarness;
+
+impl Harness for GroupHarness {
+    fn open(
+        &mut self,
+        fault: Option<Arc<dyn ApplyFault>>,
+    ) -> connect_offsets::Result<Box<dyn OffsetStore>> {
+        assert!(fault.is_none(), "the sink checks install no fault");
+        connect_offsets::store::open(&format!("kafka-group://{}/?timeout.ms=300000", bootstrap()))
+    }
+    fn reopen_keeps_data(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn group_conformance() {
+    let topic = TopicGuard::new("group-conformance");
+    create_topic(&topic, 3, &[]);
+    // Ten records in each partition: a group's committed offset may not pass the log's end.
+    let records: Vec<_> = (0..3)
+        .flat_map(|p| (0..10).map(move |_| (Some(p), None, Some(&b"line"[..]))))
+        .collect();
+    produce_plain(&topic, &records);
+    let connector = unique_topic("group-conformance");
+    connect_offsets::conformance::sink_partitions(&mut GroupHarness, &connector, &topic);
+}
+
 fn pos(n: i64) -> Offset {
     Offset::new().with("position", n)
 }

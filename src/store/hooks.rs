@@ -25,9 +25,8 @@ pub type Encoded = Box<dyn std::any::Any + Send>;
 pub type FrozenState = Box<dyn FnOnce() -> Result<Vec<(OffsetKey, Offset)>> + Send>;
 
 /// The pipeline hooks a [`CommitBuffer`](crate::buffer::CommitBuffer) calls on its store, each
-/// with a default that keeps [`OffsetStore`]'s rules. The buffer calls them from its threads (the
-/// offering one, the log thread, the apply thread); a store needs to know only what each method
-/// says: none is called concurrently with itself for one buffer, and all may run while reads run.
+/// with a default that keeps [`OffsetStore`]'s rules. Like the storage methods, each may be called
+/// from any thread while others run; what a store may assume is what each method says.
 pub trait CommitHooks: OffsetStore {
     /// [`apply`](OffsetStore::apply) for a caller that keeps `batch` in a synced log of its own
     /// until the next [`persist`](OffsetStore::persist) returns, as the commit buffer does: the
@@ -130,8 +129,10 @@ pub fn hooks<'a>(store: &'a (dyn OffsetStore + 'a)) -> Hooks<'a> {
 }
 
 /// A store's [`CommitHooks`] as [`hooks`] found them; dereferences to the trait.
+#[derive(Debug)]
 pub struct Hooks<'a>(Of<'a>);
 
+#[derive(Debug)]
 enum Of<'a> {
     Own(&'a dyn CommitHooks),
     Defaults(Defaults<'a>),
