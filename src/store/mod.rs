@@ -4,6 +4,33 @@
 //! holds a `Box<dyn OffsetStore>` chosen at run time by [`open`] from a URL. Conveniences (set, reset,
 //! export) live in the blanket extension trait [`OffsetStoreExt`].
 //!
+//! # Writing a backend
+//!
+//! Implement [`OffsetStore`]: `kind`, `capabilities`, `apply`, `persist`, `applied_seq`, `writers`,
+//! `get`, `partitions` and `namespaces`; `get_many` and `change_times` have defaults. The contract
+//! is the three rules on [`OffsetStore`] (`apply` is all-or-nothing, skips a batch its writer already
+//! applied, and stores the writer's seq in the same write) and what the store's [`Capabilities`] say
+//! it promises. Methods take `&self` and may be called from several threads at once; a lock around
+//! the state is enough. That is all a worker's [`CommitBuffer`](crate::buffer::CommitBuffer) needs:
+//! it applies batches it has logged itself and replays them after a crash, which the rules make safe.
+//! `examples/custom_backend.rs` is a whole backend in under 150 lines.
+//!
+//! Check it with the conformance suite (feature `testkit`): implement
+//! [`conformance::Harness`](crate::conformance::Harness) to open it, then call
+//! [`conformance_tests!`](crate::conformance_tests) in a test file (one `#[test]` per check) or
+//! `conformance::run_all` from a `main`.
+//!
+//! # Pipeline hooks (optional)
+//!
+//! [`CommitHooks`] gathers what a store may add to make the commit buffer's path cheaper or safer:
+//! skip its own log for a batch the buffer logged (`apply_logged`), build its write early
+//! (`encode_logged`, `apply_encoded`), stage work ahead (`prepare`), take a snapshot to be read later
+//! (`frozen`), refuse an entry when it is offered (`admit`), say how an entry reads back
+//! (`as_stored`), or add entries of its own (`apply_extended`). Every hook has a default that is
+//! right for any store. A store that overrides some implements the trait and returns `Some(self)`
+//! from [`OffsetStore::hooks`]; callers, and wrappers forwarding to their inner store, reach a
+//! store's hooks through [`hooks()`].
+//!
 //! | URL | backend | feature |
 //! |---|---|---|
 //! | `memory://` | [`MemoryStore`] | always |
