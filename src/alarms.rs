@@ -178,7 +178,7 @@ impl AlarmRecord {
 pub fn read(store: &dyn OffsetStore) -> Result<Vec<AlarmRecord>> {
     // A store without write times holds no buffer's records (a consumer group, which is not
     // asked for a namespace it has no group for).
-    if !store.keeps_change_times() {
+    if !store.capabilities().keeps_change_times {
         return Ok(Vec::new());
     }
     let mut out: Vec<AlarmRecord> = store

@@ -8,7 +8,9 @@
 use std::sync::Arc;
 
 use crate::store::fault::FailMidway;
-use crate::store::{ApplyFault, OffsetStore, OffsetStoreExt};
+use crate::store::{ApplyFault, OffsetStore, OffsetStoreExt, hooks};
+#[cfg(doc)]
+use crate::store::{Capabilities, CommitHooks};
 use crate::{Batch, Offset, OffsetKey, Partition, Result, Value};
 
 /// Opens one backend for the suite. Each test uses a fresh harness (its own directory or topic).
@@ -18,6 +20,21 @@ pub trait Harness {
     fn open(&mut self, fault: Option<Arc<dyn ApplyFault>>) -> Result<Box<dyn OffsetStore>>;
     /// True when data outlives the handle (every backend but memory).
     fn reopen_keeps_data(&self) -> bool;
+    /// True for a wrapper that keeps entries of its own under a reserved namespace
+    /// ([`is_reserved_namespace`](crate::is_reserved_namespace)), as history does: the suite then
+    /// leaves those out when it lists namespaces.
+    fn keeps_reserved_namespaces(&self) -> bool {
+        false
+    }
+}
+
+/// The namespaces of `s` that the suite wrote.
+fn namespaces(h: &dyn Harness, s: &dyn OffsetStore) -> Vec<String> {
+    let mut all = s.namespaces().expect("namespaces");
+    if h.keeps_reserved_namespaces() {
+        all.retain(|ns| !crate::is_reserved_namespace(ns));
+    }
+    all
 }
 
 fn key(ns: &str, p: Partition) -> OffsetKey {
@@ -86,10 +103,7 @@ pub fn namespaces_apart(h: &mut dyn Harness) {
     s.set(key("alph", p.clone()), pos(3)).expect("set");
     assert_eq!(s.get(&key("alpha", p.clone())).expect("get"), Some(pos(1)));
     assert_eq!(s.get(&key("beta", p.clone())).expect("get"), Some(pos(2)));
-    assert_eq!(
-        s.namespaces().expect("namespaces"),
-        vec!["alph", "alpha", "beta"]
-    );
+    assert_eq!(namespaces(h, &*s), vec!["alph", "alpha", "beta"]);
     let alpha = s.partitions("alpha").expect("partitions");
     assert_eq!(alpha.len(), 1, "alpha has one partition: {alpha:?}");
     assert_eq!(alpha[0].1, pos(1));
@@ -150,7 +164,7 @@ pub fn replayed_batch_changes_nothing(h: &mut dyn Harness) {
 }
 
 /// A batch that fails midway leaves nothing behind, its seq included; the retry applies it whole.
-/// A store that is not [`atomic`](OffsetStore::atomic) may leave a prefix of the batch's entries
+/// A store that is not [`atomic`](Capabilities::atomic) may leave a prefix of the batch's entries
 /// behind, never its seq.
 pub fn all_or_nothing_on_failure(h: &mut dyn Harness) {
     let keys: Vec<_> = (0..10)
@@ -180,7 +194,7 @@ pub fn all_or_nothing_on_failure(h: &mut dyn Harness) {
     );
     // The fault fires before entry 5: an atomic store has none of the batch, another at most the
     // five entries before it.
-    let left = if s.atomic() { 0 } else { 5 };
+    let left = if s.capabilities().atomic { 0 } else { 5 };
     for (i, k) in keys.iter().enumerate() {
         let got = s.get(k).expect("get");
         assert!(
@@ -219,7 +233,7 @@ pub fn reopen_keeps_everything(h: &mut dyn Harness) {
     assert_eq!(s.get(&a).expect("get"), Some(pos(1)));
     assert_eq!(s.get(&b).expect("get"), Some(pos(2)));
     assert_eq!(s.applied_seq("w").expect("seq"), 7);
-    assert_eq!(s.namespaces().expect("namespaces"), vec!["c", "d"]);
+    assert_eq!(namespaces(h, &*s), vec!["c", "d"]);
 }
 
 /// 100,000 entries in one batch, all there afterwards.
@@ -344,6 +358,429 @@ pub fn offset_values_round_trip(h: &mut dyn Harness) {
     assert_eq!(s.get(&k).expect("get"), Some(offset.connect_normalized()));
 }
 
+/// The store's name and capabilities are stable, and each capability holds: a durable store keeps
+/// what it persisted across a reopen, a durable sole writer keeps a second handle out while it is
+/// open, and a store that keeps change times answers [`change_times`](OffsetStore::change_times)
+/// with the time of each write (one that does not answers `None`). Atomicity is checked by
+/// [`all_or_nothing_on_failure`].
+pub fn capabilities_hold(h: &mut dyn Harness) {
+    let s = h.open(None).expect("open");
+    let kind = s.kind();
+    assert!(!kind.is_empty(), "a store names its kind");
+    let caps = s.capabilities();
+    assert_eq!(
+        caps,
+        s.capabilities(),
+        "capabilities change while nothing happens"
+    );
+    assert_eq!(
+        caps.durable,
+        h.reopen_keeps_data(),
+        "durable is whether data outlives the handle ({caps:?})"
+    );
+
+    let k = key("times", Partition::new().with("p", 1));
+    let missing = key("times", Partition::new().with("p", 2));
+    let now = || {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        since.expect("a clock after 1970").as_millis() as u64
+    };
+    let before = now();
+    s.set(k.clone(), pos(1)).expect("set");
+    let after = now();
+    let times = s
+        .change_times(&[k.clone(), missing.clone()])
+        .expect("change_times");
+    assert_eq!(times.len(), 2, "one time per key");
+    assert_eq!(times[1], None, "a key without an offset has no time");
+    if caps.keeps_change_times {
+        // Kafka's record timestamps come from the client's clock: a minute of slack either way.
+        let first = times[0].expect("the time of a write");
+        assert!(
+            first + 60_000 >= before && first <= after + 60_000,
+            "written at {first}, between {before} and {after}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        s.set(k.clone(), pos(1)).expect("set the same value again");
+        let again = s
+            .change_times(std::slice::from_ref(&k))
+            .expect("change_times")[0];
+        assert!(
+            again.is_some_and(|t| t > first),
+            "writing the same value again is a change: {first} then {again:?}"
+        );
+    } else {
+        assert_eq!(times[0], None, "a store that keeps no times answers none");
+    }
+
+    // (A harness of a store that does not outlive its handle hands out that one store again.)
+    if caps.sole_writer && h.reopen_keeps_data() {
+        assert!(
+            h.open(None).is_err(),
+            "a second handle opened while a sole writer ({kind}) is open"
+        );
+    }
+    drop(s);
+    let s = h.open(None).expect("reopen");
+    assert_eq!(s.kind(), kind, "the kind is the same after a reopen");
+}
+
+/// A batch applied with [`apply_logged`](CommitHooks::apply_logged) and then persisted is
+/// what [`apply`](OffsetStore::apply) would have made of it: same offsets, same seq, as idempotent,
+/// kept across a reopen by a durable store.
+pub fn hooks_apply_logged_is_apply(h: &mut dyn Harness) {
+    let a = key("logged", Partition::new().with("p", 1));
+    let b = key("logged", Partition::new().with("p", 2));
+    {
+        let s = h.open(None).expect("open");
+        let hooks = hooks(&*s);
+        s.set(b.clone(), pos(0)).expect("set");
+        hooks
+            .apply_logged(&Batch::new(
+                "w",
+                1,
+                [(a.clone(), Some(pos(1))), (b.clone(), None)],
+            ))
+            .expect("apply_logged");
+        hooks
+            .apply_logged(&Batch::new("w", 1, [(a.clone(), Some(pos(99)))]))
+            .expect("replay");
+        s.persist().expect("persist");
+        assert_eq!(s.get(&a).expect("get"), Some(pos(1)), "a replay changed it");
+        assert_eq!(s.get(&b).expect("get"), None, "the reset");
+        assert_eq!(s.applied_seq("w").expect("seq"), 1);
+    }
+    let s = h.open(None).expect("reopen");
+    if h.reopen_keeps_data() {
+        assert_eq!(s.get(&a).expect("get"), Some(pos(1)), "after a reopen");
+        assert_eq!(s.get(&b).expect("get"), None, "the reset after a reopen");
+        assert_eq!(s.applied_seq("w").expect("seq"), 1);
+    }
+}
+
+/// [`apply_extended`](CommitHooks::apply_extended) applies the batch and the extra entries as
+/// one batch under the batch's seq, logged or not; a replay of that seq adds nothing.
+pub fn hooks_apply_extended(h: &mut dyn Harness) {
+    let s = h.open(None).expect("open");
+    let hooks = hooks(&*s);
+    let k = |p: i64| key("extended", Partition::new().with("p", p));
+    s.set(k(4), pos(0)).expect("set");
+    hooks
+        .apply_extended(
+            &Batch::new("w", 1, [(k(1), Some(pos(1)))]),
+            &[(k(2), Some(pos(2))), (k(4), None)],
+            false,
+        )
+        .expect("apply_extended");
+    hooks
+        .apply_extended(
+            &Batch::new("w", 2, [(k(1), Some(pos(11)))]),
+            &[(k(3), Some(pos(3)))],
+            true,
+        )
+        .expect("apply_extended, logged");
+    hooks
+        .apply_extended(&Batch::new("w", 3, [(k(5), Some(pos(5)))]), &[], true)
+        .expect("apply_extended, nothing extra");
+    hooks
+        .apply_extended(
+            &Batch::new("w", 2, [(k(1), Some(pos(99)))]),
+            &[(k(6), Some(pos(6)))],
+            false,
+        )
+        .expect("replay");
+    s.persist().expect("persist");
+    let got = s
+        .get_many(&[k(1), k(2), k(3), k(4), k(5), k(6)])
+        .expect("get_many");
+    assert_eq!(
+        got,
+        vec![
+            Some(pos(11)),
+            Some(pos(2)),
+            Some(pos(3)),
+            None,
+            Some(pos(5)),
+            None
+        ],
+        "the batches with their extra entries, the replay with none of its"
+    );
+    assert_eq!(s.applied_seq("w").expect("seq"), 3);
+}
+
+/// The pipeline's early work changes nothing by itself and never wins over what came after it:
+/// a [`prepare`](CommitHooks::prepare)d batch applies as if unprepared, after a write between
+/// or not, and one never applied leaves no trace; an
+/// [`encode_logged`](CommitHooks::encode_logged) write, built before the batch ahead of it is
+/// applied, is that batch's write through [`apply_encoded`](CommitHooks::apply_encoded); a
+/// replayed one changes nothing; a dropped one leaves the batch to be applied from its entries.
+pub fn hooks_prepare_and_encode(h: &mut dyn Harness) {
+    let s = h.open(None).expect("open");
+    let hooks = hooks(&*s);
+    let k = |p: i64| key("early", Partition::new().with("p", p));
+    let batch = |seq: u64, entries: Vec<(OffsetKey, Option<Offset>)>| {
+        Arc::new(Batch::new("w", seq, entries))
+    };
+
+    // Prepared, then a write to one of its keys, then applied: the batch wins, as it came last.
+    let b1 = batch(1, vec![(k(1), Some(pos(1))), (k(2), Some(pos(1)))]);
+    let prepares = hooks.prepare(&b1);
+    assert_eq!(s.get(&k(1)).expect("get"), None, "a prepare wrote");
+    s.set(k(1), pos(50)).expect("a write between");
+    hooks.apply_logged(&b1).expect("apply the prepared batch");
+    assert_eq!(s.get(&k(1)).expect("get"), Some(pos(1)));
+    // Prepared and never applied: another batch is applied in its place.
+    if prepares {
+        assert!(hooks.prepare(&batch(2, vec![(k(3), Some(pos(2)))])));
+    }
+    hooks
+        .apply_logged(&batch(2, vec![(k(4), Some(pos(2)))]))
+        .expect("apply another batch 2");
+    assert_eq!(s.get(&k(3)).expect("get"), None, "a prepared batch applied");
+
+    // Batch 4's write built while batch 3 (which shares a key) is not yet applied.
+    let b3 = batch(3, vec![(k(1), Some(pos(3))), (k(5), Some(pos(3)))]);
+    let b4 = batch(4, vec![(k(1), Some(pos(4))), (k(6), None), (k(2), None)]);
+    let e3 = hooks.encode_logged(&b3);
+    let e4 = hooks.encode_logged(&b4);
+    assert_eq!(s.get(&k(5)).expect("get"), None, "an encode wrote");
+    match e3 {
+        Some(e3) => hooks.apply_encoded(&b3, e3),
+        None => hooks.apply_logged(&b3),
+    }
+    .expect("apply batch 3");
+    match e4 {
+        Some(e4) => hooks.apply_encoded(&b4, e4),
+        None => hooks.apply_logged(&b4),
+    }
+    .expect("apply batch 4");
+    // A replay of batch 3, encoded again: nothing changes.
+    if let Some(again) = hooks.encode_logged(&b3) {
+        hooks.apply_encoded(&b3, again).expect("replay batch 3");
+    }
+    // Batch 5's write built and dropped: the batch applied from its entries.
+    let b5 = batch(5, vec![(k(7), Some(pos(5)))]);
+    drop(hooks.encode_logged(&b5));
+    hooks.apply_logged(&b5).expect("apply batch 5");
+    s.persist().expect("persist");
+    let got = s
+        .get_many(&[k(1), k(2), k(3), k(4), k(5), k(6), k(7)])
+        .expect("get_many");
+    assert_eq!(
+        got,
+        vec![
+            Some(pos(4)),
+            None,
+            None,
+            Some(pos(2)),
+            Some(pos(3)),
+            None,
+            Some(pos(5))
+        ]
+    );
+    assert_eq!(s.applied_seq("w").expect("seq"), 5);
+}
+
+/// [`frozen`](CommitHooks::frozen) reads what [`all`](OffsetStoreExt::all) read when it was
+/// taken, whatever is applied before it is read.
+pub fn hooks_frozen_is_all(h: &mut dyn Harness) {
+    let s = h.open(None).expect("open");
+    let hooks = hooks(&*s);
+    let k = |ns: &str, p: i64| key(ns, Partition::new().with("p", p));
+    s.write(vec![
+        (k("b", 2), Some(pos(2))),
+        (k("b", 1), Some(pos(1))),
+        (k("a", 3), Some(pos(3))),
+    ])
+    .expect("write");
+    let before = s.all().expect("all");
+    let frozen = hooks.frozen().expect("frozen");
+    s.write(vec![
+        (k("b", 1), None),
+        (k("a", 3), Some(pos(33))),
+        (k("c", 4), Some(pos(4))),
+    ])
+    .expect("write after");
+    let read = std::thread::spawn(frozen)
+        .join()
+        .expect("the frozen state's reader")
+        .expect("read the frozen state");
+    assert_eq!(read, before, "the frozen state is what all() read then");
+    assert_eq!(
+        hooks.frozen().expect("frozen")().expect("read"),
+        s.all().expect("all"),
+        "now"
+    );
+}
+
+/// [`admit`](CommitHooks::admit) takes ordinary entries and resets; what
+/// [`as_stored`](CommitHooks::as_stored) says of an entry is what
+/// [`partitions`](OffsetStore::partitions) lists once it is written.
+pub fn hooks_admit_and_as_stored(h: &mut dyn Harness) {
+    let s = h.open(None).expect("open");
+    let hooks = hooks(&*s);
+    let entries = [
+        (key("admit", Partition::new().with("p", 1)), pos(1)),
+        (
+            key("admit", Partition::new().with("file", "/var/log/a.log")),
+            Offset::new().with("position", 7).with("snapshot", true),
+        ),
+    ];
+    for (k, o) in &entries {
+        hooks.admit("w", k, Some(o)).expect("admit an offset");
+        hooks.admit("w", k, None).expect("admit a reset");
+        hooks
+            .admit("", k, Some(o))
+            .expect("admit an unsequenced write");
+        let expected = hooks
+            .as_stored(k, o)
+            .expect("as_stored")
+            .unwrap_or_else(|| (k.clone(), o.clone()));
+        s.set(k.clone(), o.clone()).expect("set");
+        let listed = s.partitions("admit").expect("partitions");
+        assert!(
+            listed
+                .iter()
+                .any(|(lk, lo)| *lk == expected.0 && *lo == expected.1),
+            "{expected:?} not among {listed:?}"
+        );
+    }
+}
+
+/// The suite for a store of sink connectors' positions (a consumer group), which takes only
+/// unsequenced writes of sink partitions: `connector`'s offsets, for partitions 0 to 2 of `topic`
+/// (which exists, with at least three partitions). Each method of both traits that such a store
+/// serves, as [`conformance_tests!`](crate::conformance_tests) checks them on the others.
+pub fn sink_partitions(h: &mut dyn Harness, connector: &str, topic: &str) {
+    let sink = |p: Value| {
+        let partition = Partition::new()
+            .with("kafka_topic", topic)
+            .with("kafka_partition", p);
+        key(connector, partition)
+    };
+    let at = |n: i64| Offset::new().with("kafka_offset", n);
+    let of_connector = |all: Vec<(OffsetKey, Offset)>| -> Vec<(OffsetKey, Offset)> {
+        all.into_iter()
+            .filter(|(k, _)| k.namespace() == connector)
+            .collect()
+    };
+    let s = h.open(None).expect("open");
+    let hooks = hooks(&*s);
+    let caps = s.capabilities();
+    assert!(!s.kind().is_empty(), "a store names its kind");
+    assert_eq!(caps.durable, h.reopen_keeps_data(), "durable ({caps:?})");
+
+    // Admitted, written as the pipeline writes (logged, then persisted), listed as `as_stored` said.
+    let written = sink(Value::from("1"));
+    hooks.admit("", &written, Some(&at(5))).expect("admit");
+    hooks.admit("", &written, None).expect("admit a reset");
+    let expected = hooks
+        .as_stored(&written, &at(5))
+        .expect("as_stored")
+        .unwrap_or_else(|| (written.clone(), at(5)));
+    hooks
+        .apply_logged(&Batch::new("", 0, [(written.clone(), Some(at(5)))]))
+        .expect("apply_logged");
+    s.persist().expect("persist");
+    let listed = s.partitions(connector).expect("partitions");
+    assert_eq!(listed, vec![expected.clone()], "listed as as_stored said");
+    assert_eq!(s.get(&expected.0).expect("get"), Some(expected.1.clone()));
+    assert!(
+        s.namespaces()
+            .expect("namespaces")
+            .contains(&connector.to_string())
+    );
+
+    // Prepared and encoded when the store does either; then extended by a partition.
+    let batch = Arc::new(Batch::new("", 0, [(sink(Value::Int(0)), Some(at(7)))]));
+    hooks.prepare(&batch);
+    match hooks.encode_logged(&batch) {
+        Some(encoded) => hooks.apply_encoded(&batch, encoded),
+        None => hooks.apply_logged(&batch),
+    }
+    .expect("apply");
+    let extra = [(sink(Value::Int(2)), Some(at(9)))];
+    let batch = Batch::new("", 0, [(sink(Value::Int(1)), Some(at(6)))]);
+    hooks
+        .apply_extended(&batch, &extra, false)
+        .expect("apply_extended");
+    let got = s
+        .get_many(&[
+            sink(Value::Int(0)),
+            sink(Value::Int(1)),
+            sink(Value::Int(2)),
+        ])
+        .expect("get_many");
+    assert_eq!(got, vec![Some(at(7)), Some(at(6)), Some(at(9))]);
+    let times = s
+        .change_times(&[sink(Value::Int(0))])
+        .expect("change_times");
+    assert_eq!(times.len(), 1);
+    if !caps.keeps_change_times {
+        assert_eq!(
+            times,
+            vec![None],
+            "a store that keeps no times answers none"
+        );
+    }
+
+    // Frozen, then a reset: the frozen state is what all() read before it.
+    let before = of_connector(s.all().expect("all"));
+    let frozen = hooks.frozen().expect("frozen");
+    s.reset(sink(Value::Int(0))).expect("reset");
+    assert_eq!(s.get(&sink(Value::Int(0))).expect("get"), None, "reset");
+    assert_eq!(
+        of_connector(frozen().expect("read the frozen state")),
+        before
+    );
+    drop(s);
+    if h.reopen_keeps_data() {
+        let s = h.open(None).expect("reopen");
+        assert_eq!(
+            s.get(&sink(Value::Int(1))).expect("get"),
+            Some(at(6)),
+            "after a reopen"
+        );
+    }
+}
+
+/// Runs every check in turn, each on a fresh harness from `make`, printing each name as it passes:
+/// the whole suite outside a test harness (as `examples/custom_backend.rs` does from `main`). A
+/// failing check panics, naming what broke.
+pub fn run_all<H: Harness>(mut make: impl FnMut() -> H) {
+    for (name, check) in CHECKS {
+        let mut harness = make();
+        check(&mut harness);
+        println!("conformance: {name} ok");
+    }
+}
+
+macro_rules! checks_table {
+    ($($check:ident),*) => {
+        /// Every check of the suite by name, in the order [`conformance_tests!`](crate::conformance_tests)
+        /// runs them.
+        pub const CHECKS: &[(&str, fn(&mut dyn Harness))] = &[$((stringify!($check), $check)),*];
+    };
+}
+
+/// The suite's checks, handed to `$callback` (an exported macro of this crate) after `$args`: the
+/// one list that both [`conformance_tests!`](crate::conformance_tests) and [`CHECKS`] are made from.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_checks {
+    ($callback:path; $($args:tt)*) => {
+        $callback! { $($args)*
+            set_get, reset, namespaces_apart, member_order_is_one_key, replayed_batch_changes_nothing,
+            all_or_nothing_on_failure, reopen_keeps_everything, large_batch, unusual_partitions,
+            offset_values_round_trip, capabilities_hold, hooks_apply_logged_is_apply,
+            hooks_apply_extended, hooks_prepare_and_encode, hooks_frozen_is_all,
+            hooks_admit_and_as_stored
+        }
+    };
+}
+
+__conformance_checks!(checks_table;);
+
 /// Generates a module named after the backend with one `#[test]` per conformance check:
 /// `conformance_tests!(memory, || MemoryHarness)` gives `memory::set_get`, `memory::reset`, ... .
 /// The closure makes a fresh harness for each test.
@@ -353,10 +790,7 @@ macro_rules! conformance_tests {
         mod $backend {
             #[allow(unused_imports)]
             use super::*;
-            $crate::conformance_tests!(@checks $make;
-                set_get, reset, namespaces_apart, member_order_is_one_key, replayed_batch_changes_nothing,
-                all_or_nothing_on_failure, reopen_keeps_everything, large_batch, unusual_partitions,
-                offset_values_round_trip);
+            $crate::__conformance_checks!($crate::conformance_tests; @checks $make;);
         }
     };
     (@checks $make:expr; $($check:ident),*) => {

@@ -2,7 +2,7 @@
 //! been written for a while (file and table sources leave offsets of files and tables that are
 //! gone, and a worker reads them all at every start).
 //!
-//! Every backend that can ([`OffsetStore::keeps_change_times`]) records when each offset was last
+//! Every backend that can ([`keeps_change_times`](crate::store::Capabilities)) records when each offset was last
 //! written, in the same atomic write as the offset: the memory store in its entry, RocksDB under a
 //! side key in the same write batch, Kafka as the record timestamp (which the loader keeps for
 //! every key anyway). Writing the same value again counts as a write: a partition a worker still
@@ -67,7 +67,7 @@ pub struct ExpirePlan {
 
 /// Refuses a store that records no write times, naming it.
 pub fn check_store(store: &dyn OffsetStore) -> Result<()> {
-    if store.keeps_change_times() {
+    if store.capabilities().keeps_change_times {
         return Ok(());
     }
     Err(Error::State(format!(

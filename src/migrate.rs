@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use crate::model::{Batch, BuildKeyHasher, OffsetKey};
-use crate::store::{OffsetStore, OffsetStoreExt};
+use crate::store::{OffsetStore, OffsetStoreExt, hooks};
 use crate::{Error, Offset, Result};
 
 /// One entry of a batch: a key and its offset, `None` for a reset.
@@ -84,9 +84,10 @@ pub fn plan(
         ..Default::default()
     };
     let mut entries = Vec::new();
+    let to_hooks = hooks(to);
     for (k, o) in &source {
         // Matched as the destination will list it (a consumer group's partition numbers).
-        let stored = to.as_stored(k, o)?;
+        let stored = to_hooks.as_stored(k, o)?;
         let (sk, so) = stored.as_ref().map_or((k, o), |(k, o)| (k, o));
         match dest_by_key.remove(sk) {
             None => {
@@ -200,9 +201,9 @@ pub fn migrate(
         if !options.dry_run && !entries.is_empty() {
             // A store that may write part of a batch is read again after a failure: a write
             // refused before any change (a sink group's checks) left it as it was.
-            let kept = (!to.atomic()).then(|| entries.clone());
+            let kept = (!to.capabilities().atomic).then(|| entries.clone());
             if let Err(e) = to.write(entries) {
-                let untouched = to.atomic()
+                let untouched = to.capabilities().atomic
                     || kept.is_some_and(|kept| plan(from, to, c).is_ok_and(|(_, now)| now == kept));
                 let what = if untouched {
                     "nothing of it was written"

@@ -251,7 +251,7 @@ impl OnceOverride {
 
     /// Writes the override and its marker in one unsequenced atomic batch, unless `store` already
     /// holds the marker (for tools; a worker's override goes through its commit buffer). On a store
-    /// that is not [atomic](OffsetStore::atomic), the marker is written after the entries.
+    /// that is not [atomic](crate::store::Capabilities), the marker is written after the entries.
     ///
     /// Safe against other processes applying the same id when `store` was opened from
     /// [`store_url`] (see [Processes that race](self#processes-that-race)): then the write of a
@@ -261,7 +261,7 @@ impl OnceOverride {
         if self.is_applied(store)? {
             return Ok(OnceOutcome::AlreadyApplied);
         }
-        if store.atomic() {
+        if store.capabilities().atomic {
             store.write(self.batch_entries(by))?;
         } else {
             // A failed write may leave any part of it (Kafka's idempotent mode): the marker goes

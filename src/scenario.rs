@@ -22,7 +22,7 @@ use crate::crash::{CrashHook, CrashPlan, CrashPoint};
 use crate::fs::SimFs;
 use crate::model::{Batch, Entries};
 use crate::once::{OnceOverride, marker_key};
-use crate::store::{ApplyFault, OffsetStore, OffsetStoreExt};
+use crate::store::{ApplyFault, Capabilities, CommitHooks, OffsetStore, OffsetStoreExt, hooks};
 use crate::{Offset, OffsetKey, Partition, Result};
 
 /// Opens the store under test for each simulated process lifetime.
@@ -154,7 +154,7 @@ pub struct Report {
     pub acked_commits: u64,
     /// Batches recovered from the log across all recoveries.
     pub replayed: u64,
-    /// Batches written as the store built them on the log thread ([`OffsetStore::encode_logged`]).
+    /// Batches written as the store built them on the log thread ([`CommitHooks::encode_logged`]).
     pub encoded_writes: u64,
     /// Per lifetime, in order: how often it passed each point, and where it crashed.
     pub lifetime_log: Vec<(BTreeMap<CrashPoint, u64>, Option<CrashPoint>)>,
@@ -213,24 +213,12 @@ impl OffsetStore for Recorder {
     fn kind(&self) -> &'static str {
         self.inner.kind()
     }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::DEFAULT.with_durable(self.inner.capabilities().durable)
+    }
     fn apply(&self, batch: &Batch) -> Result<()> {
         self.record(batch, |b| self.inner.apply(b))
-    }
-    fn apply_logged(&self, batch: &Batch) -> Result<()> {
-        self.record(batch, |b| self.inner.apply_logged(b))
-    }
-    fn encode_logged(&self, batch: &Batch) -> Option<crate::store::Encoded> {
-        self.inner.encode_logged(batch)
-    }
-    fn apply_encoded(&self, batch: &Batch, encoded: crate::store::Encoded) -> Result<()> {
-        self.encoded_writes.fetch_add(1, Ordering::Relaxed);
-        self.record(batch, |b| self.inner.apply_encoded(b, encoded))
-    }
-    fn admit(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
-        self.inner.admit(writer, key, offset)
-    }
-    fn as_stored(&self, key: &OffsetKey, offset: &Offset) -> Result<Option<(OffsetKey, Offset)>> {
-        self.inner.as_stored(key, offset)
     }
     fn applied_seq(&self, writer: &str) -> Result<u64> {
         self.inner.applied_seq(writer)
@@ -250,8 +238,28 @@ impl OffsetStore for Recorder {
     fn persist(&self) -> Result<()> {
         self.inner.persist()
     }
-    fn durable(&self) -> bool {
-        self.inner.durable()
+
+    fn hooks(&self) -> Option<&dyn CommitHooks> {
+        Some(self)
+    }
+}
+
+impl CommitHooks for Recorder {
+    fn apply_logged(&self, batch: &Batch) -> Result<()> {
+        self.record(batch, |b| hooks(&*self.inner).apply_logged(b))
+    }
+    fn encode_logged(&self, batch: &Batch) -> Option<crate::store::Encoded> {
+        hooks(&*self.inner).encode_logged(batch)
+    }
+    fn apply_encoded(&self, batch: &Batch, encoded: crate::store::Encoded) -> Result<()> {
+        self.encoded_writes.fetch_add(1, Ordering::Relaxed);
+        self.record(batch, |b| hooks(&*self.inner).apply_encoded(b, encoded))
+    }
+    fn admit(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
+        hooks(&*self.inner).admit(writer, key, offset)
+    }
+    fn as_stored(&self, key: &OffsetKey, offset: &Offset) -> Result<Option<(OffsetKey, Offset)>> {
+        hooks(&*self.inner).as_stored(key, offset)
     }
 }
 

@@ -20,14 +20,14 @@ use super::state::{Shared, lock};
 use crate::alarms::{Movement, compare};
 use crate::crash::{CrashHook, CrashPoint};
 use crate::model::{Batch, Entries, Offset, OffsetKey};
-use crate::store::{Encoded, OffsetStore};
+use crate::store::{Encoded, OffsetStore, hooks};
 use crate::wal::{ClosedSegment, WalDir};
 use crate::{Error, Result};
 
 /// What the log thread sends the apply thread, in log order.
 pub(super) enum Job {
     /// A logged batch to apply; `closes` is the segment its append closed, if it did; `encoded`,
-    /// the store's write of it, when the log thread built it ([`OffsetStore::encode_logged`]).
+    /// the store's write of it, when the log thread built it ([`encode_logged`](crate::store::CommitHooks::encode_logged)).
     Apply {
         batch: Arc<Batch>,
         epoch: u64,
@@ -38,7 +38,7 @@ pub(super) enum Job {
     /// before it are applied.
     Mark { epoch: u64 },
     /// A batch just sealed, before its log write: the store may prepare it
-    /// ([`OffsetStore::prepare`]) if nothing else is queued.
+    /// ([`CommitHooks::prepare`](crate::store::CommitHooks::prepare)) if nothing else is queued.
     Prepare(Arc<Batch>),
 }
 
@@ -94,7 +94,7 @@ impl ApplyThread {
                     match rx.try_recv() {
                         Ok(job) => next = Some(job),
                         Err(_) => {
-                            if !self.store.prepare(&batch) {
+                            if !hooks(&*self.store).prepare(&batch) {
                                 self.shared.prepares.store(false, Ordering::Relaxed);
                             }
                         }
@@ -211,13 +211,13 @@ impl ApplyThread {
     /// holds: a durable store's segments go once it is persisted, a volatile store's state goes to
     /// the compactor (started at the first) unless it is still writing the last one.
     fn release(&self, compactor: &mut Option<Compactor>, seq: u64, through_gen: u64) -> Result<()> {
-        if self.store.durable() {
+        if self.store.capabilities().durable {
             return release_or_compact(&*self.store, &self.wal, &self.shared.writer, seq, None);
         }
         if compactor.as_ref().is_some_and(Compactor::busy) {
             return Ok(());
         }
-        let state = self.store.frozen()?;
+        let state = hooks(&*self.store).frozen()?;
         let compactor = match compactor {
             Some(c) => c,
             None => compactor.insert(Compactor::spawn(
@@ -242,9 +242,10 @@ impl ApplyThread {
         let mut backoff = Duration::from_millis(50);
         loop {
             // A retry writes the batch again from its entries.
+            let hooks = hooks(&*self.store);
             let result = match encoded.take() {
-                Some(encoded) => self.store.apply_encoded(batch, encoded),
-                None => self.store.apply_logged(batch),
+                Some(encoded) => hooks.apply_encoded(batch, encoded),
+                None => hooks.apply_logged(batch),
             };
             match result {
                 Ok(()) => break,

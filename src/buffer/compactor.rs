@@ -1,5 +1,5 @@
 //! The compactor thread: writes a volatile store's log snapshot, whose state the apply thread took
-//! ([`OffsetStore::frozen`](crate::OffsetStore::frozen)) when a segment closed, so that neither
+//! ([`frozen`](crate::store::CommitHooks::frozen)) when a segment closed, so that neither
 //! the apply thread nor the commits waiting on it wait for the snapshot to be decoded, encoded,
 //! written and synced. One snapshot is written at a time: a segment that closes meanwhile is
 //! folded into the next one.

@@ -20,7 +20,7 @@ use super::state::{Shared, lock};
 use crate::Error;
 use crate::crash::{CrashHook, CrashPoint};
 use crate::model::{Batch, Entries};
-use crate::store::OffsetStore;
+use crate::store::{OffsetStore, hooks};
 use crate::wal::{AppendError, WalWriter, frame};
 
 pub(super) struct LogThread {
@@ -200,7 +200,7 @@ impl LogThread {
                 // one: it builds the store's write of this one meanwhile. With room it logs the
                 // next batch instead, which the apply thread may merge with this one.
                 let encoded = if wait_for_room && shared.encodes.load(Ordering::Relaxed) {
-                    let encoded = self.store.encode_logged(&batch);
+                    let encoded = hooks(&*self.store).encode_logged(&batch);
                     if encoded.is_none() {
                         shared.encodes.store(false, Ordering::Relaxed);
                     }
@@ -208,7 +208,7 @@ impl LogThread {
                 } else {
                     None
                 };
-                let threshold = if self.store.durable() {
+                let threshold = if self.store.capabilities().durable {
                     self.segment_bytes
                 } else {
                     // Memory: a segment as large as the last snapshot keeps the log within about

@@ -61,7 +61,7 @@ use crate::crash::{CrashHook, CrashPoint};
 use crate::metrics::{BufferSample, Sampled};
 use crate::model::{Batch, BuildKeyHasher};
 use crate::once::OnceOverride;
-use crate::store::OffsetStore;
+use crate::store::{OffsetStore, hooks};
 use crate::{Error, Offset, OffsetKey, Result};
 
 /// When a commit counts as done.
@@ -240,8 +240,9 @@ impl CommitBuffer {
         }
         // Straight into the pending map: the offer path could seal a large override in pieces.
         let entries = once.batch_entries(&self.shared.writer);
+        let hooks = hooks(&*self.store);
         for (k, v) in &entries {
-            self.store
+            hooks
                 .admit(&self.shared.writer, k, v.as_ref())
                 .map_err(|e| e.context(format!("override `{id}`")))?;
         }
@@ -269,13 +270,23 @@ impl CommitBuffer {
     /// Whether the store could ever write `offset` under `key` (an offer asks the same first):
     /// a caller offering several entries as a whole checks them all before offering any.
     pub fn admit(&self, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
-        self.store.admit(&self.shared.writer, key, offset)
+        self.admit_as(&self.shared.writer, key, offset)
+    }
+
+    /// The store's [`CommitHooks::admit`](crate::store::CommitHooks::admit), asked at each offer:
+    /// one call more than a store without hooks needs, none allocating.
+    fn admit_as(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
+        match self.store.hooks() {
+            Some(hooks) => hooks.admit(writer, key, offset),
+            // The default admits everything.
+            None => Ok(()),
+        }
     }
 
     fn put(&self, key: OffsetKey, offset: Option<Offset>) -> Result<()> {
         let shared = &*self.shared;
         // What the store could never write is refused now, not logged and retried forever.
-        self.store.admit(&shared.writer, &key, offset.as_ref())?;
+        self.admit_as(&shared.writer, &key, offset.as_ref())?;
         let pending = &shared.pending;
         // The common case takes only this thread's lane lock: no state lock, no wait.
         if shared.stopping.load(Ordering::Acquire)
@@ -469,7 +480,7 @@ impl Drop for CommitBuffer {
 /// process, with its log on the real file system (a simulated log is no directory to name), and
 /// not in a crash test (the record is no part of what recovery guarantees).
 fn registers(store: &dyn OffsetStore, config: &CommitBufferConfig) -> bool {
-    store.durable() && config.fs.is_real() && config.crash_hook.is_none()
+    store.capabilities().durable && config.fs.is_real() && config.crash_hook.is_none()
 }
 
 /// The record informs tools; failing to write it costs a warning, not the buffer.

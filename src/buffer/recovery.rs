@@ -11,8 +11,8 @@ use super::hook;
 use super::release::release_or_compact;
 use crate::crash::CrashPoint;
 use crate::dead_letter::DeadLetterFile;
-use crate::store::OffsetStore;
 use crate::store::fence::Fences;
+use crate::store::{OffsetStore, hooks};
 use crate::wal::{RecoveryPolicy, WalDir, WalWriter};
 use crate::{Error, Result};
 
@@ -59,10 +59,11 @@ pub(super) fn recover(store: &dyn OffsetStore, config: &CommitBufferConfig) -> R
     let mut replayed = 0u64;
     // What tools wrote since these batches were logged stays (store::fence).
     let fences = Fences::read(store, writer)?;
+    let hooks = hooks(store);
     let replay = |b: &crate::Batch| -> Result<()> {
         match fences.filter(store, b)? {
-            Some(kept) => store.apply_logged(&kept),
-            None => store.apply_logged(b),
+            Some(kept) => hooks.apply_logged(&kept),
+            None => hooks.apply_logged(b),
         }
     };
     if let Some(snap) = &recovered.snapshot

@@ -23,7 +23,7 @@ pub(super) fn release_or_compact(
     seq: u64,
     through_gen: Option<u64>,
 ) -> Result<()> {
-    if store.durable() {
+    if store.capabilities().durable {
         store.persist()?;
         wal.release(seq)?;
     } else if let Some(through_gen) = through_gen.or_else(|| {

@@ -65,11 +65,11 @@ pub(super) struct Shared {
     pub(super) pending: Pending,
     /// Set with `closing`, `closed` or `poisoned`: offers take the state lock to see which.
     pub(super) stopping: AtomicBool,
-    /// The store prepares batches ([`OffsetStore::prepare`](crate::OffsetStore::prepare)): the
+    /// The store prepares batches ([`prepare`](crate::store::CommitHooks::prepare)): the
     /// log thread offers each one as it seals it. Cleared by the first refusal.
     pub(super) prepares: AtomicBool,
     /// The store encodes logged batches on the log thread
-    /// ([`OffsetStore::encode_logged`](crate::OffsetStore::encode_logged)). Cleared by the first
+    /// ([`encode_logged`](crate::store::CommitHooks::encode_logged)). Cleared by the first
     /// `None`.
     pub(super) encodes: AtomicBool,
 }

@@ -2,7 +2,7 @@
 //! the Connect JSON of its offset: a batch's "before" values without a read of the store.
 //!
 //! Only a store that nothing else writes while it is open
-//! ([`sole_writer`](crate::store::OffsetStore::sole_writer)) is remembered across batches: there
+//! ([`sole_writer`](crate::store::Capabilities::sole_writer)) is remembered across batches: there
 //! what the recorder last wrote or read is what the store holds. Any other store (Kafka, which
 //! other processes write) is read again for every batch, as before.
 
@@ -32,7 +32,7 @@ impl Known {
         store: &dyn OffsetStore,
         keys: &[&OffsetKey],
     ) -> Result<Vec<usize>> {
-        if !store.sole_writer() || self.offsets.len() + keys.len() > MAX_KNOWN {
+        if !store.capabilities().sole_writer || self.offsets.len() + keys.len() > MAX_KNOWN {
             self.offsets.clear();
         }
         let mut slots = Vec::with_capacity(keys.len());

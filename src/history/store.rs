@@ -10,7 +10,7 @@ use super::{HISTORY_NAMESPACE, HistoryConfig};
 use crate::codec::json;
 use crate::model::{Batch, OffsetKey};
 use crate::namespaces::is_reserved_namespace as is_reserved;
-use crate::store::{BatchEntry, OffsetStore};
+use crate::store::{BatchEntry, Capabilities, CommitHooks, OffsetStore, hooks};
 use crate::time;
 use crate::{Error, Offset, Result};
 
@@ -47,7 +47,7 @@ pub struct HistoryStore {
 struct Recorder {
     index: Index,
     known: Known,
-    /// The next batch, staged by [`prepare`](OffsetStore::prepare) ahead of its apply; every
+    /// The next batch, staged by [`prepare`](CommitHooks::prepare) ahead of its apply; every
     /// apply takes it, so that a batch staged before another write is staged again.
     prepared: Option<Prepared>,
 }
@@ -335,15 +335,54 @@ impl OffsetStore for HistoryStore {
     fn kind(&self) -> &'static str {
         self.inner.kind()
     }
-    fn apply(&self, batch: &Batch) -> Result<()> {
-        self.apply_with(batch, |b, extra| self.inner.apply_extended(b, extra, false))
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
     }
+    fn apply(&self, batch: &Batch) -> Result<()> {
+        self.apply_with(batch, |b, extra| {
+            hooks(&*self.inner).apply_extended(b, extra, false)
+        })
+    }
+    fn applied_seq(&self, writer: &str) -> Result<u64> {
+        self.inner.applied_seq(writer)
+    }
+    fn writers(&self) -> Result<Vec<(String, u64)>> {
+        self.inner.writers()
+    }
+    fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> {
+        self.inner.get(key)
+    }
+    fn get_many(&self, keys: &[OffsetKey]) -> Result<Vec<Option<Offset>>> {
+        self.inner.get_many(keys)
+    }
+    fn partitions(&self, namespace: &str) -> Result<Vec<(OffsetKey, Offset)>> {
+        self.inner.partitions(namespace)
+    }
+    fn namespaces(&self) -> Result<Vec<String>> {
+        self.inner.namespaces()
+    }
+    fn persist(&self) -> Result<()> {
+        self.inner.persist()
+    }
+    fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> {
+        self.inner.change_times(keys)
+    }
+
+    fn hooks(&self) -> Option<&dyn CommitHooks> {
+        Some(self)
+    }
+}
+
+impl CommitHooks for HistoryStore {
     fn apply_logged(&self, batch: &Batch) -> Result<()> {
-        self.apply_with(batch, |b, extra| self.inner.apply_extended(b, extra, true))
+        self.apply_with(batch, |b, extra| {
+            hooks(&*self.inner).apply_extended(b, extra, true)
+        })
     }
     fn prepare(&self, batch: &Arc<Batch>) -> bool {
         // A store others write is read at every batch, at its apply.
-        if !self.inner.sole_writer() {
+        if !self.inner.capabilities().sole_writer {
             return false;
         }
         let Ok(mut guard) = self.lock() else {
@@ -367,49 +406,13 @@ impl OffsetStore for HistoryStore {
         true
     }
     fn admit(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
-        self.inner.admit(writer, key, offset)
+        hooks(&*self.inner).admit(writer, key, offset)
     }
     fn as_stored(&self, key: &OffsetKey, offset: &Offset) -> Result<Option<(OffsetKey, Offset)>> {
-        self.inner.as_stored(key, offset)
-    }
-    fn applied_seq(&self, writer: &str) -> Result<u64> {
-        self.inner.applied_seq(writer)
-    }
-    fn writers(&self) -> Result<Vec<(String, u64)>> {
-        self.inner.writers()
-    }
-    fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> {
-        self.inner.get(key)
-    }
-    fn get_many(&self, keys: &[OffsetKey]) -> Result<Vec<Option<Offset>>> {
-        self.inner.get_many(keys)
-    }
-    fn partitions(&self, namespace: &str) -> Result<Vec<(OffsetKey, Offset)>> {
-        self.inner.partitions(namespace)
-    }
-    fn namespaces(&self) -> Result<Vec<String>> {
-        self.inner.namespaces()
+        hooks(&*self.inner).as_stored(key, offset)
     }
     fn frozen(&self) -> Result<crate::store::FrozenState> {
-        self.inner.frozen()
-    }
-    fn persist(&self) -> Result<()> {
-        self.inner.persist()
-    }
-    fn durable(&self) -> bool {
-        self.inner.durable()
-    }
-    fn atomic(&self) -> bool {
-        self.inner.atomic()
-    }
-    fn sole_writer(&self) -> bool {
-        self.inner.sole_writer()
-    }
-    fn keeps_change_times(&self) -> bool {
-        self.inner.keeps_change_times()
-    }
-    fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> {
-        self.inner.change_times(keys)
+        hooks(&*self.inner).frozen()
     }
 }
 

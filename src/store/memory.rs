@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, RwLock};
 
-use super::{ApplyFault, BatchEntry, OffsetStore};
+use super::{ApplyFault, BatchEntry, Capabilities, CommitHooks, OffsetStore};
 use crate::codec::json;
 use crate::model::{Batch, OffsetKey};
 use crate::{Error, Offset, Partition, Result};
@@ -191,10 +191,86 @@ impl OffsetStore for MemoryStore {
         "memory"
     }
 
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::DEFAULT
+            .with_durable(false)
+            // Unless another handle shares the data (`shared_with_fault`).
+            .with_sole_writer(Arc::strong_count(&self.state) == 1)
+            // The time of the `apply` that wrote each offset: batches replayed from a commit
+            // buffer's log at open count as written then.
+            .with_change_times(true)
+    }
+
     fn apply(&self, batch: &Batch) -> Result<()> {
         self.apply_extended(batch, &[], false)
     }
 
+    fn applied_seq(&self, writer: &str) -> Result<u64> {
+        Ok(self.read()?.seqs.get(writer).copied().unwrap_or(0))
+    }
+
+    fn writers(&self) -> Result<Vec<(String, u64)>> {
+        let mut w: Vec<_> = self
+            .read()?
+            .seqs
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        w.sort();
+        Ok(w)
+    }
+
+    fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> {
+        self.read()?.get(key)
+    }
+
+    fn get_many(&self, keys: &[OffsetKey]) -> Result<Vec<Option<Offset>>> {
+        let state = self.read()?;
+        keys.iter().map(|k| state.get(k)).collect()
+    }
+
+    fn partitions(&self, namespace: &str) -> Result<Vec<(OffsetKey, Offset)>> {
+        let state = self.read()?;
+        let mut out = Vec::new();
+        if let Some(ns) = state.namespaces.get(namespace) {
+            out.reserve(ns.len());
+            for e in ns {
+                out.push((e.key(namespace)?, e.offset()?));
+            }
+        }
+        drop(state);
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    fn namespaces(&self) -> Result<Vec<String>> {
+        Ok(self.read()?.namespaces.keys().cloned().collect())
+    }
+
+    fn persist(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> {
+        let state = self.read()?;
+        Ok(keys
+            .iter()
+            .map(|k| {
+                state
+                    .namespaces
+                    .get(k.namespace())
+                    .and_then(|ns| ns.get(canonical_part(k)))
+                    .map(Entry::written_ms)
+            })
+            .collect())
+    }
+
+    fn hooks(&self) -> Option<&dyn CommitHooks> {
+        Some(self)
+    }
+}
+
+impl CommitHooks for MemoryStore {
     fn apply_extended(&self, batch: &Batch, extra: &[BatchEntry], _logged: bool) -> Result<()> {
         if self.fault.is_some() && !extra.is_empty() {
             // The fault seam is shown the whole batch, as it is staged.
@@ -252,48 +328,6 @@ impl OffsetStore for MemoryStore {
         Ok(())
     }
 
-    fn applied_seq(&self, writer: &str) -> Result<u64> {
-        Ok(self.read()?.seqs.get(writer).copied().unwrap_or(0))
-    }
-
-    fn writers(&self) -> Result<Vec<(String, u64)>> {
-        let mut w: Vec<_> = self
-            .read()?
-            .seqs
-            .iter()
-            .map(|(k, v)| (k.clone(), *v))
-            .collect();
-        w.sort();
-        Ok(w)
-    }
-
-    fn get(&self, key: &OffsetKey) -> Result<Option<Offset>> {
-        self.read()?.get(key)
-    }
-
-    fn get_many(&self, keys: &[OffsetKey]) -> Result<Vec<Option<Offset>>> {
-        let state = self.read()?;
-        keys.iter().map(|k| state.get(k)).collect()
-    }
-
-    fn partitions(&self, namespace: &str) -> Result<Vec<(OffsetKey, Offset)>> {
-        let state = self.read()?;
-        let mut out = Vec::new();
-        if let Some(ns) = state.namespaces.get(namespace) {
-            out.reserve(ns.len());
-            for e in ns {
-                out.push((e.key(namespace)?, e.offset()?));
-            }
-        }
-        drop(state);
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(out)
-    }
-
-    fn namespaces(&self) -> Result<Vec<String>> {
-        Ok(self.read()?.namespaces.keys().cloned().collect())
-    }
-
     /// A copy of each entry's bytes, taken under the lock (a copy, not a decoding); decoded when
     /// read.
     fn frozen(&self) -> Result<super::FrozenState> {
@@ -315,39 +349,6 @@ impl OffsetStore for MemoryStore {
             }
             Ok(out)
         }))
-    }
-
-    fn persist(&self) -> Result<()> {
-        Ok(())
-    }
-
-    fn durable(&self) -> bool {
-        false
-    }
-
-    /// Unless another handle shares the data ([`shared_with_fault`](MemoryStore::shared_with_fault)).
-    fn sole_writer(&self) -> bool {
-        Arc::strong_count(&self.state) == 1
-    }
-
-    /// The time of the `apply` that wrote each offset: batches replayed from a commit buffer's
-    /// log at open count as written then.
-    fn keeps_change_times(&self) -> bool {
-        true
-    }
-
-    fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> {
-        let state = self.read()?;
-        Ok(keys
-            .iter()
-            .map(|k| {
-                state
-                    .namespaces
-                    .get(k.namespace())
-                    .and_then(|ns| ns.get(canonical_part(k)))
-                    .map(Entry::written_ms)
-            })
-            .collect())
     }
 }
 

@@ -10,7 +10,7 @@
 //! * `s` + writer → `u64` BE: the writer's applied `seq`, in the same write batch as its entries.
 //!
 //! Durability: each batch is one RocksDB write batch (atomic). A batch from a
-//! [`CommitBuffer`](crate::buffer::CommitBuffer) ([`apply_logged`](OffsetStore::apply_logged)) skips
+//! [`CommitBuffer`](crate::buffer::CommitBuffer) ([`CommitHooks::apply_logged`]) skips
 //! RocksDB's own log: the buffer's log is synced already and keeps the batch until
 //! [`persist`](OffsetStore::persist) has flushed RocksDB's memtable to its tables, so a crash in
 //! between loses only batches the buffer's recovery replays. Any other batch goes through RocksDB's
@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rocksdb::{DB, Direction, IteratorMode, Options, WriteBatch, WriteOptions};
 
-use super::{ApplyFault, BatchEntry, Encoded, OffsetStore};
+use super::{ApplyFault, BatchEntry, Capabilities, CommitHooks, Encoded, OffsetStore};
 use crate::codec::json;
 use crate::model::{Batch, OffsetKey};
 use crate::{Error, Offset, Result};
@@ -314,7 +314,7 @@ impl RocksDbStore {
     }
 }
 
-/// A batch's write, built before it is written (see [`OffsetStore::encode_logged`]); its rows carry
+/// A batch's write, built before it is written (see [`CommitHooks::encode_logged`]); its rows carry
 /// the time they were built as their write time (built ahead, the time the batch was logged).
 struct Rows {
     wb: WriteBatch,
@@ -437,33 +437,15 @@ impl OffsetStore for RocksDbStore {
         "rocksdb"
     }
 
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::DEFAULT
+            .with_durable(true)
+            .with_sole_writer(true)
+            .with_change_times(true)
+    }
+
     fn apply(&self, batch: &Batch) -> Result<()> {
         self.write(batch, &[], true)
-    }
-
-    fn apply_logged(&self, batch: &Batch) -> Result<()> {
-        self.write(batch, &[], false)
-    }
-
-    fn apply_extended(&self, batch: &Batch, extra: &[BatchEntry], logged: bool) -> Result<()> {
-        self.write(batch, extra, !logged)
-    }
-
-    fn encode_logged(&self, batch: &Batch) -> Option<Encoded> {
-        Some(Box::new(self.rows(batch, &[])))
-    }
-
-    fn apply_encoded(&self, batch: &Batch, encoded: Encoded) -> Result<()> {
-        match encoded.downcast::<Rows>() {
-            Ok(rows) if rows.seq == batch.seq => {
-                if self.holds(batch)? {
-                    return Ok(());
-                }
-                self.commit(batch, *rows, false)
-            }
-            // Built for another batch: not this one's write.
-            _ => self.apply_logged(batch),
-        }
     }
 
     fn applied_seq(&self, writer: &str) -> Result<u64> {
@@ -588,18 +570,6 @@ impl OffsetStore for RocksDbStore {
         self.tighten_files()
     }
 
-    fn durable(&self) -> bool {
-        true
-    }
-
-    fn sole_writer(&self) -> bool {
-        true
-    }
-
-    fn keeps_change_times(&self) -> bool {
-        true
-    }
-
     fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> {
         let raw: Vec<Vec<u8>> = keys.iter().map(|k| offset_key(k.id())).collect();
         self.db
@@ -610,6 +580,37 @@ impl OffsetStore for RocksDbStore {
                 Ok(v.and_then(|v| Header::parse(&v)?.written))
             })
             .collect()
+    }
+
+    fn hooks(&self) -> Option<&dyn CommitHooks> {
+        Some(self)
+    }
+}
+
+impl CommitHooks for RocksDbStore {
+    fn apply_logged(&self, batch: &Batch) -> Result<()> {
+        self.write(batch, &[], false)
+    }
+
+    fn apply_extended(&self, batch: &Batch, extra: &[BatchEntry], logged: bool) -> Result<()> {
+        self.write(batch, extra, !logged)
+    }
+
+    fn encode_logged(&self, batch: &Batch) -> Option<Encoded> {
+        Some(Box::new(self.rows(batch, &[])))
+    }
+
+    fn apply_encoded(&self, batch: &Batch, encoded: Encoded) -> Result<()> {
+        match encoded.downcast::<Rows>() {
+            Ok(rows) if rows.seq == batch.seq => {
+                if self.holds(batch)? {
+                    return Ok(());
+                }
+                self.commit(batch, *rows, false)
+            }
+            // Built for another batch: not this one's write.
+            _ => self.apply_logged(batch),
+        }
     }
 }
 

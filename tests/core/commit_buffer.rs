@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability, WhenFull};
-use connect_offsets::store::{MemoryStore, OffsetStore};
+use connect_offsets::store::{Capabilities, MemoryStore, OffsetStore};
 use connect_offsets::wal::fs::SimFs;
 use connect_offsets::{Error, Offset, OffsetKey, Partition};
 
@@ -688,8 +688,8 @@ fn a_memory_state_larger_than_a_frame_compacts_and_reopens() {
 #[cfg(feature = "rocksdb")]
 mod encoded_ahead {
     use super::*;
-    use connect_offsets::store::Encoded;
     use connect_offsets::store::rocksdb::RocksDbStore;
+    use connect_offsets::store::{CommitHooks, Encoded};
     use connect_offsets::{Batch, Result};
     use std::sync::Mutex;
 
@@ -716,22 +716,14 @@ mod encoded_ahead {
         fn kind(&self) -> &'static str {
             self.inner.kind()
         }
+
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::DEFAULT
+                .with_durable(self.inner.capabilities().durable)
+                .with_sole_writer(self.inner.capabilities().sole_writer)
+        }
         fn apply(&self, batch: &Batch) -> Result<()> {
             self.inner.apply(batch)
-        }
-        fn apply_logged(&self, batch: &Batch) -> Result<()> {
-            self.writes.lock().unwrap().push((batch.seq, "entries"));
-            self.inner.apply_logged(batch)
-        }
-        fn encode_logged(&self, batch: &Batch) -> Option<Encoded> {
-            let encoded = self.inner.encode_logged(batch);
-            let thread = std::thread::current().name().unwrap_or("").to_string();
-            self.encoded.lock().unwrap().push((batch.seq, thread));
-            encoded
-        }
-        fn apply_encoded(&self, batch: &Batch, encoded: Encoded) -> Result<()> {
-            self.writes.lock().unwrap().push((batch.seq, "encoded"));
-            self.inner.apply_encoded(batch, encoded)
         }
         fn applied_seq(&self, writer: &str) -> Result<u64> {
             self.inner.applied_seq(writer)
@@ -751,11 +743,26 @@ mod encoded_ahead {
         fn persist(&self) -> Result<()> {
             self.inner.persist()
         }
-        fn durable(&self) -> bool {
-            self.inner.durable()
+
+        fn hooks(&self) -> Option<&dyn CommitHooks> {
+            Some(self)
         }
-        fn sole_writer(&self) -> bool {
-            self.inner.sole_writer()
+    }
+
+    impl CommitHooks for Recorded {
+        fn apply_logged(&self, batch: &Batch) -> Result<()> {
+            self.writes.lock().unwrap().push((batch.seq, "entries"));
+            self.inner.apply_logged(batch)
+        }
+        fn encode_logged(&self, batch: &Batch) -> Option<Encoded> {
+            let encoded = self.inner.encode_logged(batch);
+            let thread = std::thread::current().name().unwrap_or("").to_string();
+            self.encoded.lock().unwrap().push((batch.seq, thread));
+            encoded
+        }
+        fn apply_encoded(&self, batch: &Batch, encoded: Encoded) -> Result<()> {
+            self.writes.lock().unwrap().push((batch.seq, "encoded"));
+            self.inner.apply_encoded(batch, encoded)
         }
     }
 
@@ -989,6 +996,10 @@ impl OffsetStore for PanicsAt {
     fn kind(&self) -> &'static str {
         "panics-at"
     }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::DEFAULT.with_durable(false)
+    }
     fn apply(&self, batch: &connect_offsets::Batch) -> connect_offsets::Result<()> {
         assert!(batch.seq != self.seq, "the store broke at seq {}", self.seq);
         self.inner.apply(batch)
@@ -1010,9 +1021,6 @@ impl OffsetStore for PanicsAt {
     }
     fn persist(&self) -> connect_offsets::Result<()> {
         Ok(())
-    }
-    fn durable(&self) -> bool {
-        false
     }
 }
 

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use connect_offsets::conformance::Harness;
 use connect_offsets::conformance_tests;
+use connect_offsets::history::{HistoryConfig, HistoryStore};
 use connect_offsets::store::{ApplyFault, MemoryStore, OffsetStore};
 
 /// Memory: every `open` is a handle on the same data (it lives as long as the harness); a fault gets
@@ -60,3 +61,42 @@ impl Harness for RocksDbHarness {
 conformance_tests!(rocksdb, || RocksDbHarness {
     dir: tempfile::tempdir().expect("tempdir")
 });
+
+/// History's wrapper over another harness's store: every check holds through it, its records kept
+/// under their reserved namespace.
+struct HistoryHarness<H>(H);
+
+impl<H: Harness> Harness for HistoryHarness<H> {
+    fn open(
+        &mut self,
+        fault: Option<Arc<dyn ApplyFault>>,
+    ) -> connect_offsets::Result<Box<dyn OffsetStore>> {
+        let inner = self.0.open(fault)?;
+        let config = HistoryConfig::parse("7d", None)?;
+        Ok(Box::new(HistoryStore::open(inner, config)?))
+    }
+    fn reopen_keeps_data(&self) -> bool {
+        self.0.reopen_keeps_data()
+    }
+    fn keeps_reserved_namespaces(&self) -> bool {
+        true
+    }
+}
+
+conformance_tests!(history_memory, || HistoryHarness(MemoryHarness {
+    store: None
+}));
+
+#[cfg(feature = "rocksdb")]
+conformance_tests!(history_rocksdb, || HistoryHarness(RocksDbHarness {
+    dir: tempfile::tempdir().expect("tempdir")
+}));
+
+/// `examples/custom_backend.rs`: a backend written against the public API alone passes the suite.
+#[path = "../../examples/custom_backend.rs"]
+mod custom_backend;
+
+#[test]
+fn custom_backend_example_passes_the_suite() {
+    custom_backend::main();
+}

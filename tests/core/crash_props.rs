@@ -115,7 +115,7 @@ fn crash_anywhere_rocksdb_store() {
 }
 
 /// The same with room for three entries in flight: the log waits for the store, and builds
-/// RocksDB's write of a batch while the one before it is written (`OffsetStore::encode_logged`).
+/// RocksDB's write of a batch while the one before it is written (`CommitHooks::encode_logged`).
 #[cfg(feature = "rocksdb")]
 #[test]
 fn crash_anywhere_rocksdb_store_with_little_room() {

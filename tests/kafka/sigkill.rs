@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
-use connect_offsets::store::{OffsetStore, OffsetStoreExt};
+use connect_offsets::store::{Capabilities, OffsetStore, OffsetStoreExt};
 use connect_offsets::{Batch, Offset, OffsetKey, Partition};
 
 const KEYS: u64 = 500;
@@ -129,6 +129,10 @@ impl OffsetStore for Counting {
     fn kind(&self) -> &'static str {
         self.inner.kind()
     }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::DEFAULT.with_durable(self.inner.capabilities().durable)
+    }
     fn apply(&self, b: &Batch) -> connect_offsets::Result<()> {
         if b.seq == 0 {
             // The buffer's record of its log (buffer::register), no batch of the writer's.
@@ -161,9 +165,6 @@ impl OffsetStore for Counting {
     }
     fn persist(&self) -> connect_offsets::Result<()> {
         self.inner.persist()
-    }
-    fn durable(&self) -> bool {
-        self.inner.durable()
     }
 }
 
@@ -278,7 +279,7 @@ fn kill_cycles_with(url: &str, max_pending: Option<usize>) {
         );
         let replayed = store.applied.lock().unwrap().clone();
         let want: Vec<u64> = (before + 1..=k).collect();
-        if store.durable() {
+        if store.capabilities().durable {
             assert_eq!(
                 replayed, want,
                 "cycle {cycle}: each missing batch replayed once, in order"
@@ -312,7 +313,7 @@ fn sigkill_rocksdb_store() {
 }
 
 /// The same with room for about two batches in flight: the log waits for RocksDB, and builds the
-/// write of the batch behind the one being written (`OffsetStore::encode_logged`). (Above the
+/// write of the batch behind the one being written (`CommitHooks::encode_logged`). (Above the
 /// largest batch, 41 entries: a full pending map would be sealed before its commit.)
 #[cfg(feature = "rocksdb")]
 #[test]

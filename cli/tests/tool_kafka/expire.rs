@@ -35,7 +35,7 @@ fn kafka(topic: &str, extra: &str) -> Box<dyn OffsetStore> {
 /// window of each write; a plan whose cut-off falls between lists exactly the first two (offset
 /// and age) and writes nothing; applying it resets exactly those; an unknown connector is refused.
 fn stale_ones_exactly(store: &dyn OffsetStore, c: &str) {
-    assert!(store.keeps_change_times(), "{}", store.kind());
+    assert!(store.capabilities().keeps_change_times, "{}", store.kind());
     let (a, b, fresh) = (key(c, "/a"), key(c, "/b"), key(c, "/fresh"));
     let before = now_ms();
     store

@@ -17,7 +17,7 @@ use std::time::Duration;
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
 use connect_offsets::history::{self, HistoryConfig, HistoryStore, RewindTo, time};
 use connect_offsets::store::rocksdb::RocksDbStore;
-use connect_offsets::store::{MemoryStore, OffsetStoreExt};
+use connect_offsets::store::{Capabilities, CommitHooks, MemoryStore, OffsetStoreExt, hooks};
 use connect_offsets::{Batch, Offset, OffsetKey, OffsetStore, Partition};
 
 const C: &str = "orders-source";
@@ -926,19 +926,14 @@ impl OffsetStore for CountedReads {
     fn kind(&self) -> &'static str {
         self.inner.kind()
     }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::DEFAULT
+            .with_durable(self.inner.capabilities().durable)
+            .with_sole_writer(self.sole && self.inner.capabilities().sole_writer)
+    }
     fn apply(&self, batch: &Batch) -> connect_offsets::Result<()> {
         self.inner.apply(batch)
-    }
-    fn apply_logged(&self, batch: &Batch) -> connect_offsets::Result<()> {
-        self.inner.apply_logged(batch)
-    }
-    fn apply_extended(
-        &self,
-        batch: &Batch,
-        extra: &[connect_offsets::store::BatchEntry],
-        logged: bool,
-    ) -> connect_offsets::Result<()> {
-        self.inner.apply_extended(batch, extra, logged)
     }
     fn applied_seq(&self, writer: &str) -> connect_offsets::Result<u64> {
         self.inner.applied_seq(writer)
@@ -963,11 +958,23 @@ impl OffsetStore for CountedReads {
     fn persist(&self) -> connect_offsets::Result<()> {
         self.inner.persist()
     }
-    fn durable(&self) -> bool {
-        self.inner.durable()
+
+    fn hooks(&self) -> Option<&dyn CommitHooks> {
+        Some(self)
     }
-    fn sole_writer(&self) -> bool {
-        self.sole && self.inner.sole_writer()
+}
+
+impl CommitHooks for CountedReads {
+    fn apply_logged(&self, batch: &Batch) -> connect_offsets::Result<()> {
+        hooks(&*self.inner).apply_logged(batch)
+    }
+    fn apply_extended(
+        &self,
+        batch: &Batch,
+        extra: &[connect_offsets::store::BatchEntry],
+        logged: bool,
+    ) -> connect_offsets::Result<()> {
+        hooks(&*self.inner).apply_extended(batch, extra, logged)
     }
 }
 

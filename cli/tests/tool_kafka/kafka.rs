@@ -12,7 +12,7 @@ use connect_offsets::conformance_tests;
 use connect_offsets::store::kafka::{
     KafkaStore, MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key,
 };
-use connect_offsets::store::{ApplyFault, OffsetStore, OffsetStoreExt, StoreUrl};
+use connect_offsets::store::{ApplyFault, CommitHooks, OffsetStore, OffsetStoreExt, StoreUrl};
 use connect_offsets::{Batch, Error, Offset, OffsetKey, Partition};
 use kafka_util::*;
 
@@ -52,6 +52,36 @@ conformance_tests!(kafka, || KafkaHarness::new(""));
 conformance_tests!(kafka_idempotent, || KafkaHarness::new(
     "&write.mode=idempotent"
 ));
+
+/// A sink connector's consumer group (`kafka-group://`), which takes only unsequenced writes of
+/// sink partitions: the suite's checks for such a store, on a fresh topic and connector.
+struct GroupHarness;
+
+impl Harness for GroupHarness {
+    fn open(
+        &mut self,
+        fault: Option<Arc<dyn ApplyFault>>,
+    ) -> connect_offsets::Result<Box<dyn OffsetStore>> {
+        assert!(fault.is_none(), "the sink checks install no fault");
+        connect_offsets::open(&format!("kafka-group://{}/?timeout.ms=300000", bootstrap()))
+    }
+    fn reopen_keeps_data(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn group_conformance() {
+    let topic = TopicGuard::new("group-conformance");
+    create_topic(&topic, 3, &[]);
+    // Ten records in each partition: a group's committed offset may not pass the log's end.
+    let records: Vec<_> = (0..3)
+        .flat_map(|p| (0..10).map(move |_| (Some(p), None, Some(&b"line"[..]))))
+        .collect();
+    produce_plain(&topic, &records);
+    let connector = unique_topic("group-conformance");
+    connect_offsets::conformance::sink_partitions(&mut GroupHarness, &connector, &topic);
+}
 
 fn pos(n: i64) -> Offset {
     Offset::new().with("position", n)
@@ -1087,7 +1117,7 @@ fn idempotent_mode_marks_a_batch_applied_only_once_all_of_it_is_in() {
     let store = KafkaStore::open(&url(&topic, 3, "&write.mode=idempotent"))
         .expect("open")
         .with_fault(fault.clone());
-    assert!(!store.atomic());
+    assert!(!store.capabilities().atomic);
     let batch = Batch::new("w", 1, (0..6).map(|i| (key("c", i), Some(pos(i)))));
     assert!(store.apply(&batch).is_err());
     assert!(fault.fired());
@@ -1200,7 +1230,7 @@ fn opens_by_url_through_the_generic_opener() {
     let topic = TopicGuard::new("generic");
     let store = connect_offsets::open(&url(&topic, 3, "")).expect("open");
     assert_eq!(store.kind(), "kafka");
-    assert!(store.durable());
+    assert!(store.capabilities().durable);
     let e = connect_offsets::open(&format!("kafka://{}/?x=1", bootstrap()))
         .unwrap_err()
         .to_string();

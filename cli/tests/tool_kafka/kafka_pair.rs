@@ -206,7 +206,7 @@ fn applied_seq_is_the_primarys_and_a_replay_changes_nothing() {
     pair.apply(&batch).unwrap();
     assert_eq!(pair.applied_seq("task-0").unwrap(), 1);
     assert_eq!(pair.writers().unwrap(), vec![("task-0".to_string(), 1)]);
-    assert!(!pair.atomic(), "two topics, two writes");
+    assert!(!pair.capabilities().atomic, "two topics, two writes");
     let global_records = read_all(&global, "read_uncommitted").len();
     pair.apply(&batch).unwrap();
     assert_eq!(read_all(&global, "read_uncommitted").len(), global_records);

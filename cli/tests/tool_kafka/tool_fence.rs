@@ -23,7 +23,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
-use connect_offsets::store::OffsetStore;
+use connect_offsets::store::{Capabilities, OffsetStore};
 use connect_offsets::{Batch, Offset, OffsetKey, Partition};
 
 const WRITER: &str = "fence-worker";
@@ -57,6 +57,10 @@ impl OffsetStore for Stalling {
     fn kind(&self) -> &'static str {
         self.inner.kind()
     }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::DEFAULT.with_durable(self.inner.capabilities().durable)
+    }
     fn apply(&self, b: &Batch) -> connect_offsets::Result<()> {
         if b.seq > 0 && self.applies.fetch_add(1, Ordering::SeqCst) >= APPLIED {
             loop {
@@ -82,9 +86,6 @@ impl OffsetStore for Stalling {
     }
     fn persist(&self) -> connect_offsets::Result<()> {
         self.inner.persist()
-    }
-    fn durable(&self) -> bool {
-        self.inner.durable()
     }
 }
 

@@ -23,7 +23,7 @@
 //! worker topic holds reads as null there and its task starts afresh. Resets agree either way.
 //!
 //! A batch with resets is two writes to two topics, so it is not atomic
-//! ([`atomic`](OffsetStore::atomic) is false): after a failed primary write a partition that only
+//! ([`atomic`](Capabilities::atomic) is false): after a failed primary write a partition that only
 //! the fallback held is gone while the batch's other entries are not in. Its seq is recorded only
 //! with the primary write, so a commit buffer replays the batch whole.
 //!
@@ -38,8 +38,8 @@ use super::config::KafkaStoreBuilder;
 use super::task::TaskProducer;
 use super::topic::KafkaStore;
 use crate::model::{Batch, OffsetKey};
-use crate::store::OffsetStore;
 use crate::store::url::StoreUrl;
+use crate::store::{Capabilities, CommitHooks, OffsetStore};
 use crate::{Offset, Result};
 
 /// The URL parameter naming the worker-wide topic.
@@ -156,16 +156,16 @@ impl OffsetStore for KafkaPairStore {
         "kafka"
     }
 
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::DEFAULT
+            .with_durable(true)
+            // Two topics, two writes: see the [module documentation](self).
+            .with_atomic(false)
+            .with_change_times(true)
+    }
+
     fn apply(&self, batch: &Batch) -> Result<()> {
         self.apply_with(batch, |b| self.primary.apply(b))
-    }
-
-    fn apply_logged(&self, batch: &Batch) -> Result<()> {
-        self.apply_with(batch, |b| self.primary.apply_logged(b))
-    }
-
-    fn admit(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
-        self.primary.admit(writer, key, offset)
     }
 
     fn applied_seq(&self, writer: &str) -> Result<u64> {
@@ -211,19 +211,6 @@ impl OffsetStore for KafkaPairStore {
         self.primary.persist()
     }
 
-    fn durable(&self) -> bool {
-        true
-    }
-
-    /// Two topics, two writes: see the [module documentation](self).
-    fn atomic(&self) -> bool {
-        false
-    }
-
-    fn keeps_change_times(&self) -> bool {
-        true
-    }
-
     /// The connector topic's time of a partition it holds, else the worker topic's (as `get`).
     fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> {
         let primary = self.primary.get_many(keys)?;
@@ -234,6 +221,20 @@ impl OffsetStore for KafkaPairStore {
             .zip(primary_times.into_iter().zip(fallback_times))
             .map(|(p, (pt, ft))| if p.is_some() { pt } else { ft })
             .collect())
+    }
+
+    fn hooks(&self) -> Option<&dyn CommitHooks> {
+        Some(self)
+    }
+}
+
+impl CommitHooks for KafkaPairStore {
+    fn apply_logged(&self, batch: &Batch) -> Result<()> {
+        self.apply_with(batch, |b| self.primary.apply_logged(b))
+    }
+
+    fn admit(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
+        self.primary.admit(writer, key, offset)
     }
 }
 

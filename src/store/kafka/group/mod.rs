@@ -22,7 +22,7 @@
 //!   same fallback then starts from the first record there is, which is what "from the start" means.
 //!   A reset (`null`) needs no such check: deleting an offset that is not there changes nothing.
 //!
-//! Not atomic ([`OffsetStore::atomic`] is false): commits and deletions are two requests. It keeps
+//! Not atomic ([`Capabilities::atomic`] is false): commits and deletions are two requests. It keeps
 //! no writer sequence, so a [`CommitBuffer`](crate::buffer::CommitBuffer) refuses to open over it
 //! (its recovery asks [`applied_seq`](OffsetStore::applied_seq), which fails saying why): a sink
 //! task's position is committed by its own consumer, in the group, not through a log of ours.
@@ -46,8 +46,8 @@ use super::client::{Ctx, Scrubbed, block_on};
 use super::config::Secrets;
 use super::ffi::delete_offsets;
 use crate::model::{Batch, OffsetKey};
-use crate::store::OffsetStore;
 use crate::store::url::StoreUrl;
+use crate::store::{Capabilities, CommitHooks, OffsetStore};
 use crate::{Error, Offset, Result};
 use entry::TopicPartition;
 use names::GroupNames;
@@ -649,6 +649,10 @@ impl OffsetStore for KafkaGroupStore {
         STORE
     }
 
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::DEFAULT.with_durable(true).with_atomic(false)
+    }
+
     fn apply(&self, batch: &Batch) -> Result<()> {
         if batch.seq != 0 {
             return Err(Error::State(format!(
@@ -701,12 +705,6 @@ impl OffsetStore for KafkaGroupStore {
             self.execute(plan)?;
         }
         Ok(())
-    }
-
-    fn as_stored(&self, key: &OffsetKey, offset: &Offset) -> Result<Option<(OffsetKey, Offset)>> {
-        let tp = entry::parse_key(key)?;
-        let position = entry::parse_offset(key, offset)?;
-        Ok(Some((tp.key(key.namespace()), entry::offset_of(position))))
     }
 
     fn applied_seq(&self, writer: &str) -> Result<u64> {
@@ -770,11 +768,15 @@ impl OffsetStore for KafkaGroupStore {
         Ok(())
     }
 
-    fn durable(&self) -> bool {
-        true
+    fn hooks(&self) -> Option<&dyn CommitHooks> {
+        Some(self)
     }
+}
 
-    fn atomic(&self) -> bool {
-        false
+impl CommitHooks for KafkaGroupStore {
+    fn as_stored(&self, key: &OffsetKey, offset: &Offset) -> Result<Option<(OffsetKey, Offset)>> {
+        let tp = entry::parse_key(key)?;
+        let position = entry::parse_offset(key, offset)?;
+        Ok(Some((tp.key(key.namespace()), entry::offset_of(position))))
     }
 }

@@ -29,7 +29,7 @@ use super::producer::Failure;
 use crate::codec::murmur2;
 use crate::model::{Batch, OffsetKey};
 use crate::store::url::StoreUrl;
-use crate::store::{ApplyFault, OffsetStore};
+use crate::store::{ApplyFault, Capabilities, CommitHooks, OffsetStore};
 use crate::{Error, Offset, Result};
 use dead_letters::DeadLetters;
 use idempotent::IdemProducer;
@@ -566,8 +566,13 @@ impl OffsetStore for KafkaStore {
         "kafka"
     }
 
-    fn admit(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
-        write::admit(writer, key, offset, &self.settings)
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::DEFAULT
+            .with_durable(true)
+            .with_atomic(self.settings.write_mode == WriteMode::Transaction)
+            // Each record's timestamp, which the loader keeps for the current record of every key
+            // anyway (and a warm start's snapshot with it): ours carry the time of the write.
+            .with_change_times(true)
     }
 
     fn apply(&self, batch: &Batch) -> Result<()> {
@@ -642,29 +647,6 @@ impl OffsetStore for KafkaStore {
         Err(self.settle(&mut guard, batch, &id, failure))
     }
 
-    /// Encodes the batch's records while the log writes it: the encoding reads the state (the
-    /// live forms of each key), so `apply` uses it only if no change came in between.
-    fn prepare(&self, batch: &Arc<Batch>) -> bool {
-        let Ok(state) = self.read_state() else {
-            return true;
-        };
-        let generation = self.generation.load(Ordering::Relaxed);
-        if batch.seq != 0 && batch.seq <= state.applied_seq(&batch.writer) {
-            return true;
-        }
-        // A batch the brokers would refuse is refused again, with its error, at the apply.
-        let recs = write::encode(batch, &state, self.partitions, &self.settings).ok();
-        drop(state);
-        if let (Some(recs), Ok(mut prepared)) = (recs, self.prepared.lock()) {
-            *prepared = Some(Prepared {
-                batch: Arc::clone(batch),
-                generation,
-                recs,
-            });
-        }
-        true
-    }
-
     fn applied_seq(&self, writer: &str) -> Result<u64> {
         Ok(self.read_state()?.applied_seq(writer))
     }
@@ -696,23 +678,42 @@ impl OffsetStore for KafkaStore {
         Ok(())
     }
 
-    fn durable(&self) -> bool {
-        true
-    }
-
-    /// Each record's timestamp, which the loader keeps for the current record of every key
-    /// anyway (and a warm start's snapshot with it): ours carry the time of the write.
-    fn keeps_change_times(&self) -> bool {
-        true
-    }
-
     fn change_times(&self, keys: &[OffsetKey]) -> Result<Vec<Option<u64>>> {
         let state = self.read_state()?;
         Ok(keys.iter().map(|k| state.written_ms(k)).collect())
     }
 
-    fn atomic(&self) -> bool {
-        self.settings.write_mode == WriteMode::Transaction
+    fn hooks(&self) -> Option<&dyn CommitHooks> {
+        Some(self)
+    }
+}
+
+impl CommitHooks for KafkaStore {
+    fn admit(&self, writer: &str, key: &OffsetKey, offset: Option<&Offset>) -> Result<()> {
+        write::admit(writer, key, offset, &self.settings)
+    }
+
+    /// Encodes the batch's records while the log writes it: the encoding reads the state (the
+    /// live forms of each key), so `apply` uses it only if no change came in between.
+    fn prepare(&self, batch: &Arc<Batch>) -> bool {
+        let Ok(state) = self.read_state() else {
+            return true;
+        };
+        let generation = self.generation.load(Ordering::Relaxed);
+        if batch.seq != 0 && batch.seq <= state.applied_seq(&batch.writer) {
+            return true;
+        }
+        // A batch the brokers would refuse is refused again, with its error, at the apply.
+        let recs = write::encode(batch, &state, self.partitions, &self.settings).ok();
+        drop(state);
+        if let (Some(recs), Ok(mut prepared)) = (recs, self.prepared.lock()) {
+            *prepared = Some(Prepared {
+                batch: Arc::clone(batch),
+                generation,
+                recs,
+            });
+        }
+        true
     }
 }
 
