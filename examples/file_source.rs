@@ -241,7 +241,7 @@ fn work(args: &Args) -> connect_offsets::Result<()> {
                 .push(("message.max.bytes".into(), needed.to_string())),
             Some((_, v)) if v.parse::<usize>().is_ok_and(|v| v >= needed) => {}
             Some((_, v)) => {
-                return Err(Error::Config(format!(
+                return Err(Error::Settings(format!(
                     "the offsets URL's message.max.bytes={v} is under {needed}, what a line of \
                      --max-line-bytes {} needs with its key",
                     args.max_line_bytes
@@ -256,10 +256,12 @@ fn work(args: &Args) -> connect_offsets::Result<()> {
         tail(args, &store, &mut sink, dead_letter)
     } else {
         let brokers = args.brokers.as_deref().ok_or_else(|| {
-            Error::Config("at-least-once mode needs --brokers HOST:PORT for the data topic".into())
+            Error::Settings(
+                "at-least-once mode needs --brokers HOST:PORT for the data topic".into(),
+            )
         })?;
         let wal = args.wal.as_ref().ok_or_else(|| {
-            Error::Config("at-least-once mode needs --wal DIR for the commit buffer's log".into())
+            Error::Settings("at-least-once mode needs --wal DIR for the commit buffer's log".into())
         })?;
         require_topic(brokers, &args.topic)?;
         let store: Arc<dyn OffsetStore> = Arc::from(connect_offsets::open(&args.offsets)?);
@@ -1204,7 +1206,7 @@ fn require_topic(brokers: &str, topic: &str) -> connect_offsets::Result<()> {
         })?;
     match metadata.topics().first() {
         Some(t) if t.error().is_none() && !t.partitions().is_empty() => Ok(()),
-        _ => Err(Error::Config(format!(
+        _ => Err(Error::Settings(format!(
             "the data topic `{topic}` does not exist at {brokers}: create it first"
         ))),
     }

@@ -95,12 +95,12 @@ pub enum Error {
     Full(String),
 
     /// An operation did not finish in the configured time.
-    #[error("{op} timed out after {millis} ms")]
+    #[error("{op} timed out after {} ms", .after.as_millis())]
     Timeout {
         /// What timed out (and the last error seen while waiting, if any).
         op: String,
         /// The limit that was exceeded.
-        millis: u64,
+        after: std::time::Duration,
     },
 
     /// A commit whose flush failed; the same error is given to every committer of that flush.
@@ -117,9 +117,20 @@ pub enum Error {
     Crashed(String),
 
     /// A setting that cannot work: a configuration property, a URL parameter or a command-line
-    /// option, named with its value.
+    /// option, with its value and why.
+    #[error("`{name}` = `{value}`: {reason}")]
+    Config {
+        /// The property, parameter or option (`offsets.durability`, `history`, `--duration`).
+        name: String,
+        /// The value given.
+        value: String,
+        /// Why it cannot work, and what would.
+        reason: String,
+    },
+
+    /// Settings that cannot work together, or a setting refused with a sentence of its own.
     #[error("{0}")]
-    Config(String),
+    Settings(String),
 
     /// The store a command reads or changes does not exist (a mistyped path or topic): it is not
     /// created for it.

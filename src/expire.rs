@@ -35,6 +35,7 @@ use crate::store::OffsetStore;
 use crate::store::OffsetStoreExt as _;
 use crate::{Error, Offset, OffsetKey, Result};
 
+#[doc(hidden)]
 pub use crate::time::{format_duration, now_ms, parse_duration};
 
 /// A partition whose offset was last written before the cut-off.

@@ -65,17 +65,24 @@
 // safe API lacks, each behind a safe function, with its safety notes).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+// The public API is what the docs show. Modules marked `#[doc(hidden)]` (the log, the file system
+// seam, crash points, clocks, the export document, dead letters) and the test kit are what the tool
+// (`cli/`), the JNI library, the tests and the fuzz targets reach beyond it: not a stable API.
 pub mod alarms;
 pub mod buffer;
 pub mod codec;
 #[cfg(feature = "testkit")]
 pub mod conformance;
 pub mod connect;
+#[doc(hidden)]
 pub mod connector_offsets;
+#[doc(hidden)]
 pub mod crash;
+#[doc(hidden)]
 pub mod dead_letter;
 pub mod error;
 pub mod expire;
+#[doc(hidden)]
 pub mod fs;
 #[cfg(feature = "testkit")]
 #[doc(hidden)]
@@ -91,12 +98,15 @@ pub mod policy;
 #[cfg(feature = "testkit")]
 pub mod scenario;
 pub mod store;
+#[doc(hidden)]
 pub mod time;
+#[doc(hidden)]
 pub mod wal;
-/// What Kafka Connect's own source connectors accept (also at [`connect::checks`]).
+#[doc(hidden)]
 pub use connect::checks as connector_checks;
 pub use error::{Error, Result};
 pub use model::{Batch, Entries, FieldMap, Offset, OffsetKey, Partition, Value};
+#[doc(hidden)]
 pub use namespaces::{is_reserved_namespace, is_store_local_namespace};
 pub use open::{open, open_existing, open_for_writer, open_read_only};
-pub use store::{OffsetStore, OffsetStoreExt};
+pub use store::{Capabilities, CommitHooks, OffsetStore, OffsetStoreExt};

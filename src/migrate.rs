@@ -296,7 +296,7 @@ fn refuse_empty_source(
         Some(c) => format!("no offsets of connector `{c}`"),
         None => "no offsets at all".to_string(),
     };
-    Err(Error::Config(format!(
+    Err(Error::Settings(format!(
         "the source ({} store) holds {what}: migrating would reset {} in the destination ({} \
          store), so nothing was written. Check the source; to empty the destination, allow an \
          empty source (--allow-empty-source)",

@@ -236,6 +236,7 @@ impl fmt::Debug for OffsetKey {
 
 /// A hasher for [`OffsetKey`]: keys carry their own precomputed hash, so the map only passes it on.
 #[derive(Clone, Copy, Default, Debug)]
+#[doc(hidden)]
 pub struct KeyHasher(u64);
 
 impl Hasher for KeyHasher {
@@ -255,6 +256,7 @@ impl Hasher for KeyHasher {
 
 /// Builds [`KeyHasher`]s.
 #[derive(Clone, Copy, Default, Debug)]
+#[doc(hidden)]
 pub struct BuildKeyHasher;
 
 impl BuildHasher for BuildKeyHasher {
@@ -265,6 +267,7 @@ impl BuildHasher for BuildKeyHasher {
 }
 
 /// A map keyed by [`OffsetKey`] using its precomputed hash.
+#[doc(hidden)]
 pub type KeyMap<V> = HashMap<OffsetKey, V, BuildKeyHasher>;
 
 /// The entries of one batch: each key once, `None` meaning reset (a tombstone). Iteration follows

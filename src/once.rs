@@ -34,10 +34,12 @@ use crate::{Error, Offset, OffsetKey, Partition, Result};
 pub use crate::namespaces::ONCE_NAMESPACE;
 
 /// The longest id accepted, in characters (it becomes part of a record key).
+#[doc(hidden)]
 pub const MAX_ID_CHARS: usize = 200;
 
 /// Checks an override id: non-empty, at most [`MAX_ID_CHARS`] characters, no control characters,
 /// no leading or trailing whitespace (both invisible in a configuration file).
+#[doc(hidden)]
 pub fn validate_id(id: &str) -> Result<()> {
     let bad = |why: &str| Error::Input(format!("override id {id:?}: {why}"));
     if id.is_empty() {
@@ -73,12 +75,14 @@ fn fnv1a_128(bytes: &[u8]) -> u128 {
 }
 
 /// The digest of `bytes` as 32 hex digits: what a marker's `digest` holds.
+#[doc(hidden)]
 pub fn digest_of(bytes: &[u8]) -> String {
     format!("{:032x}", fnv1a_128(bytes))
 }
 
 /// The digest of an override's entries: the same for the same offsets whatever their order, the
 /// member order of their partitions and offsets ([`OffsetKey::id`] and sorted members).
+#[doc(hidden)]
 pub fn entries_digest(entries: &[(OffsetKey, Option<Offset>)]) -> String {
     let mut sorted: Vec<&(OffsetKey, Option<Offset>)> = entries.iter().collect();
     sorted.sort_by(|a, b| a.0.id().cmp(b.0.id()));
@@ -104,6 +108,7 @@ pub fn entries_digest(entries: &[(OffsetKey, Option<Offset>)]) -> String {
 }
 
 /// Whether `marker` records `digest`: `None` when it records none (written before digests).
+#[doc(hidden)]
 pub fn digest_matches(marker: &Offset, digest: &str) -> Option<bool> {
     match marker.get("digest") {
         Some(crate::Value::String(d)) => Some(d == digest),
@@ -115,6 +120,7 @@ pub fn digest_matches(marker: &Offset, digest: &str) -> Option<bool> {
 /// `exclusive.id=once-<digest of the id>` (unless the URL names one), so that processes applying
 /// the same id fence each other (see [Processes that race](self#processes-that-race)); any
 /// other URL as it is. Open it only to write: a dry run must not fence a real one.
+#[doc(hidden)]
 pub fn store_url(url: &str, id: &str) -> Result<String> {
     let parsed = crate::store::StoreUrl::parse(url)?;
     if parsed.scheme != "kafka" || parsed.param("exclusive.id").is_some() {
@@ -128,6 +134,7 @@ pub fn store_url(url: &str, id: &str) -> Result<String> {
 }
 
 /// The key of the marker that records override `id` as applied.
+#[doc(hidden)]
 pub fn marker_key(id: &str) -> OffsetKey {
     OffsetKey::new(ONCE_NAMESPACE, Partition::new().with("id", id))
 }

@@ -93,7 +93,7 @@ impl FromStr for ResetPolicy {
             "skip" => Ok(ResetPolicy::Skip),
             "earliest" => Ok(ResetPolicy::Earliest),
             "latest" => Ok(ResetPolicy::Latest),
-            other => Err(Error::Config(format!(
+            other => Err(Error::Settings(format!(
                 "unknown reset policy `{other}` (known: fail, skip, earliest, latest)"
             ))),
         }
@@ -102,6 +102,7 @@ impl FromStr for ResetPolicy {
 
 /// Why an offset cannot be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[doc(hidden)]
 pub enum Unusable {
     /// Its bytes do not decode.
     Corrupt,
@@ -124,6 +125,7 @@ impl Unusable {
 
 /// One offset a worker cannot use.
 #[derive(Debug, Clone)]
+#[doc(hidden)]
 pub struct UnusableOffset<'a> {
     /// The partition it belongs to.
     pub key: &'a OffsetKey,
@@ -164,6 +166,7 @@ impl<'a> UnusableOffset<'a> {
 
 /// What the worker should do instead.
 #[derive(Debug, Clone, PartialEq)]
+#[doc(hidden)]
 pub enum Resolution {
     /// Start the partition with no offset (policy `skip`).
     NoOffset,
@@ -173,6 +176,7 @@ pub enum Resolution {
 
 /// The source's bounds for a partition, for the `earliest` and `latest` policies. `None` when the
 /// source cannot tell.
+#[doc(hidden)]
 pub trait SourceBounds {
     /// The oldest position the source still has for `key`'s partition.
     fn earliest(&self, key: &OffsetKey) -> Result<Option<Offset>>;
@@ -182,6 +186,7 @@ pub trait SourceBounds {
 
 /// A source that knows no bounds (only `fail` and `skip` can then be used).
 #[derive(Debug, Clone, Copy, Default)]
+#[doc(hidden)]
 pub struct NoBounds;
 
 impl SourceBounds for NoBounds {
@@ -222,7 +227,7 @@ impl ResetPolicies {
                         .insert(conn.trim().to_string(), policy.parse()?);
                 }
                 Some(_) => {
-                    return Err(Error::Config(format!(
+                    return Err(Error::Settings(format!(
                         "reset policy `{part}` names no connector"
                     )));
                 }

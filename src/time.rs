@@ -62,11 +62,11 @@ pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
 }
 
 /// [`parse_duration`] of a duration that must be longer than zero (a retention: `7d`, `90s`),
-/// failing with [`Error::Config`].
+/// failing with [`Error::Settings`].
 pub fn parse_positive_duration(s: &str) -> Result<Duration> {
-    let d = parse_duration(s).map_err(Error::Config)?;
+    let d = parse_duration(s).map_err(Error::Settings)?;
     if d.is_zero() {
-        return Err(Error::Config(format!(
+        return Err(Error::Settings(format!(
             "`{s}` is not a duration: it must be longer than zero"
         )));
     }

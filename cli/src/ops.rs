@@ -671,7 +671,7 @@ fn migrate_json(report: &MigrateReport, elapsed: f64) -> String {
 
 pub(crate) fn migrate(a: MigrateArgs) -> Result<ExitCode> {
     if a.from == a.to && !a.from.starts_with("memory:") {
-        return Err(Error::Config(format!(
+        return Err(Error::Settings(format!(
             "--from and --to name the same store `{}`",
             a.from
         )));

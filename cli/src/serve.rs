@@ -714,7 +714,7 @@ fn own_group_store(url: &str, group: &str, connector: &str) -> Result<Box<dyn Of
 
 #[cfg(not(feature = "kafka"))]
 fn own_group_store(_: &str, _: &str, _: &str) -> Result<Box<dyn OffsetStore>> {
-    Err(Error::Config(
+    Err(Error::Settings(
         "consumer groups are read through Kafka: this build has no Kafka support (feature `kafka`)"
             .into(),
     ))
@@ -722,7 +722,7 @@ fn own_group_store(_: &str, _: &str, _: &str) -> Result<Box<dyn OffsetStore>> {
 
 #[cfg(not(feature = "kafka"))]
 fn read_connect_configs(_: &str) -> Result<Cluster> {
-    Err(Error::Config(
+    Err(Error::Settings(
         "--connect-configs reads a Kafka topic: this build has no Kafka support (feature `kafka`)"
             .into(),
     ))
@@ -773,7 +773,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
     }
     for dir in &a.wal_dir {
         if !dir.is_dir() {
-            return Err(Error::Config(format!(
+            return Err(Error::Settings(format!(
                 "--wal-dir {} is not a directory",
                 dir.display()
             )));

@@ -170,7 +170,11 @@ impl CommitBufferConfig {
     /// offsets are resets, read when set; `offsets.expire.after`, `offsets.expire.interval` and
     /// `offsets.stall.after`, durations such as `30d` or `1h`).
     pub fn set(&mut self, name: &str, value: &str) -> Result<&mut Self> {
-        let bad = |why: &str| Error::Config(format!("property `{name}` = `{value}`: {why}"));
+        let bad = |why: &str| Error::Config {
+            name: name.to_string(),
+            value: value.to_string(),
+            reason: why.to_string(),
+        };
         let num = || {
             value
                 .trim()
@@ -282,10 +286,10 @@ impl CommitBufferConfig {
     /// the other.
     pub(super) fn check_once(&self) -> Result<()> {
         match (&self.once_id, &self.once_entries, &self.once) {
-            (Some(id), None, None) => Err(Error::Config(format!(
+            (Some(id), None, None) => Err(Error::Settings(format!(
                 "property `offsets.once.id` = `{id}` needs `offsets.once.file` (the offsets to apply)"
             ))),
-            (None, Some(_), None) => Err(Error::Config(
+            (None, Some(_), None) => Err(Error::Settings(
                 "property `offsets.once.file` needs `offsets.once.id` (what makes it apply once)"
                     .into(),
             )),

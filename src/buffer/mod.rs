@@ -34,6 +34,7 @@ mod log_thread;
 mod pending;
 mod policy;
 mod recovery;
+#[doc(hidden)]
 pub mod register;
 mod release;
 mod state;

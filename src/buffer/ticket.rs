@@ -13,6 +13,7 @@ use super::state::{Shared, State, lock};
 use crate::{Error, Result};
 
 /// A commit in progress. `wait()` blocks; `.await` suspends.
+#[must_use = "a commit is acknowledged only when its ticket's `wait` returns Ok"]
 pub struct CommitTicket {
     shared: Arc<Shared>,
     epoch: u64,
@@ -101,7 +102,7 @@ impl CommitTicket {
                         "commit of writer `{}` at {:?} durability{last}",
                         self.shared.writer, self.durability
                     ),
-                    millis: timeout.as_millis() as u64,
+                    after: timeout,
                 });
             }
             st = self

@@ -7,9 +7,10 @@
 //! * [`murmur2`](mod@murmur2): the Java producer's default partitioner, which decides the topic partition of a key.
 
 pub(crate) mod java_map;
+#[doc(hidden)]
 pub mod json;
 pub mod murmur2;
-#[cfg(any(feature = "rocksdb", feature = "kafka"))]
+#[cfg(any(feature = "kafka", feature = "testkit"))]
 pub(crate) mod scan;
 mod spelling;
 

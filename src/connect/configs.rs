@@ -92,7 +92,7 @@ impl ConnectConfigs {
             .flat_map(|t| t.partitions().iter().map(|p| p.id()))
             .collect();
         if partitions.is_empty() {
-            return Err(Error::Config(format!(
+            return Err(Error::Settings(format!(
                 "Connect's config topic `{topic}` does not exist on {} (a worker's `config.storage.topic`)",
                 settings.bootstrap
             )));
@@ -116,7 +116,7 @@ impl ConnectConfigs {
             if Instant::now() > deadline {
                 return Err(Error::Timeout {
                     op: format!("read Connect's config topic `{topic}` to its end"),
-                    millis: settings.timeout.as_millis() as u64,
+                    after: settings.timeout,
                 });
             }
             if let Some(m) = consumer.poll(Duration::from_millis(50)) {

@@ -25,11 +25,13 @@ use crate::store::{OffsetStore, StoreUrl};
 use crate::{Error, Offset, Result};
 
 mod known;
+#[doc(hidden)]
 pub mod record;
 mod rewind;
 mod store;
 
 /// The crate's [`time`] module, where history's callers have always found it.
+#[doc(hidden)]
 pub use crate::time;
 pub use record::Change;
 pub use rewind::{Move, RewindPlan, RewindTo, plan_rewind};
@@ -54,14 +56,20 @@ pub struct HistoryConfig {
 impl HistoryConfig {
     /// A retention (`7d`, `12h`) and an optional size bound in bytes, checked.
     pub fn parse(retention: &str, max_bytes: Option<&str>) -> Result<Self> {
-        let retention = crate::time::parse_positive_duration(retention)
-            .map_err(|e| Error::Config(format!("history={retention}: {e}")))?;
+        let retention =
+            crate::time::parse_positive_duration(retention).map_err(|e| Error::Config {
+                name: HISTORY_PARAM.to_string(),
+                value: retention.to_string(),
+                reason: e.to_string(),
+            })?;
         let max_bytes = max_bytes
             .map(|m| match m.parse::<u64>() {
                 Ok(n) if n > 0 => Ok(n),
-                _ => Err(Error::Config(format!(
-                    "{MAX_BYTES_PARAM}={m}: expected a positive number of bytes"
-                ))),
+                _ => Err(Error::Config {
+                    name: MAX_BYTES_PARAM.to_string(),
+                    value: m.to_string(),
+                    reason: "expected a positive number of bytes".to_string(),
+                }),
             })
             .transpose()?;
         Ok(HistoryConfig {

@@ -2,9 +2,9 @@
 //! exporter.
 //!
 //! Everything is recorded through the `metrics` facade, so any recorder works. Without a recorder
-//! installed the calls cost next to nothing. [`install`] installs
-//! [`metrics-exporter-prometheus`](metrics_exporter_prometheus)'s recorder (without its HTTP
-//! listener) and returns a [`PrometheusHandle`] whose [`render`](PrometheusHandle::render) gives the
+//! installed the calls cost next to nothing. `install` (feature `prometheus`) installs
+//! `metrics-exporter-prometheus`'s recorder (without its HTTP
+//! listener) and returns a `PrometheusHandle` whose `render` gives the
 //! Prometheus text format (version 0.0.4); the `connect-offsets serve` command serves it at
 //! `/metrics`.
 //!
@@ -31,9 +31,9 @@
 //! | `connect_offsets_expired_total` | counter | `connector` | each partition reset because it was stale ([`crate::expire`]: the CLI's or a buffer's automatic expiry) |
 //!
 //! Gauges that would cost something on every offer are pulled instead: [`watch`] a buffer and its
-//! pending count and age are sampled by [`sample`] (which [`PrometheusHandle::render`] calls). The
+//! pending count and age are sampled by [`sample`] (which `PrometheusHandle::render` calls). The
 //! per-connector age needs one map lookup per offer (in the buffer's own state, under the lock the
-//! offer takes anyway), so it is off until [`install`] or [`track_connector_age`] turns it on.
+//! offer takes anyway), so it is off until `install` or [`track_connector_age`] turns it on.
 //!
 //! Connect's `offset-commit-*-time-ms` are averaged over a sliding window; ours are since the buffer
 //! opened (the histogram gives windows to anyone who wants them, with `rate()`).
@@ -100,6 +100,7 @@ pub mod names {
 }
 
 /// Buckets of the duration histograms, in seconds.
+#[doc(hidden)]
 pub const DURATION_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
@@ -321,7 +322,7 @@ pub(crate) fn expired(connector: &str, n: u64) {
 static TRACK_AGES: AtomicBool = AtomicBool::new(false);
 
 /// Turns tracking of the per-connector age of the oldest uncommitted offer on or off (it costs a map
-/// lookup per offer; [`install`] turns it on).
+/// lookup per offer; `install` turns it on).
 pub fn track_connector_age(on: bool) {
     TRACK_AGES.store(on, Ordering::Relaxed);
 }
@@ -338,6 +339,7 @@ pub(crate) fn connector_age_tracked() -> bool {
 /// What one source (a commit buffer) reports when sampled: plain numbers.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
+#[doc(hidden)]
 pub struct BufferSample {
     /// The writer identity (the `writer` label).
     pub writer: String,
@@ -374,6 +376,7 @@ pub struct ConnectorAlarm {
 
 /// Records the alarm series of `writer`'s connectors: the `stalled` and `unmoved` gauges and the
 /// backwards counter (set to the count given, which the buffer keeps over its lifetimes).
+#[doc(hidden)]
 pub fn record_alarms(writer: &str, alarms: &[ConnectorAlarm]) {
     for a in alarms {
         let (c, w) = (a.connector.clone(), writer.to_string());
@@ -388,6 +391,7 @@ pub fn record_alarms(writer: &str, alarms: &[ConnectorAlarm]) {
 
 /// A source of gauges that [`sample`] reads: [`CommitBuffer`](crate::buffer::CommitBuffer)
 /// implements it, and [`watch`] registers one.
+#[doc(hidden)]
 pub trait Sampled: Send + Sync {
     /// The source's numbers now.
     fn sample(&self) -> BufferSample;
@@ -421,6 +425,7 @@ fn live(sources: &Sources) -> Vec<Arc<dyn Sampled>> {
 
 /// Samples `source`'s pending count, oldest pending age and seqs at every [`sample`] for as long
 /// as it lives.
+#[doc(hidden)]
 pub fn watch<S: Sampled + 'static>(source: &Arc<S>) {
     let weak: Weak<dyn Sampled> = Arc::downgrade(source) as Weak<dyn Sampled>;
     add(watched(), weak);
@@ -433,6 +438,7 @@ pub(crate) fn opened(source: Weak<dyn Sampled>) {
 
 /// The age of the oldest uncommitted offer of every connector seen so far, per writer
 /// (`Duration::ZERO` when the connector has nothing pending), sorted. Empty unless tracking is on.
+#[doc(hidden)]
 pub fn connector_ages() -> Vec<(String, String, Duration)> {
     connector_ages_of(live(open_buffers()).iter().chain(&live(watched())))
 }
@@ -452,7 +458,7 @@ fn connector_ages_of<'a>(
 }
 
 /// Records the pulled gauges (watched buffers, per-connector ages) through the facade. Call it
-/// before a scrape when using another exporter; [`PrometheusHandle::render`] calls it itself.
+/// before a scrape when using another exporter; `PrometheusHandle::render` calls it itself.
 pub fn sample() {
     let watched = live(watched());
     for b in &watched {

@@ -16,8 +16,8 @@
 //! `examples/custom_backend.rs` is a whole backend in under 150 lines.
 //!
 //! Check it with the conformance suite (feature `testkit`): implement
-//! [`conformance::Harness`](crate::conformance::Harness) to open it, then call
-//! [`conformance_tests!`](crate::conformance_tests) in a test file (one `#[test]` per check) or
+//! `conformance::Harness` to open it, then call
+//! `conformance_tests!` in a test file (one `#[test]` per check) or
 //! `conformance::run_all` from a `main`.
 //!
 //! # Pipeline hooks (optional)
@@ -46,7 +46,9 @@ use std::sync::Arc;
 use crate::model::{Batch, OffsetKey};
 use crate::{Offset, Result};
 
+#[doc(hidden)]
 pub mod fault;
+#[doc(hidden)]
 pub mod fence;
 mod hooks;
 #[cfg(feature = "kafka")]
@@ -54,12 +56,17 @@ pub mod kafka;
 pub mod memory;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
+#[doc(hidden)]
 pub mod url;
 
+#[doc(hidden)]
 pub use fault::ApplyFault;
 pub(crate) use hooks::extended;
-pub use hooks::{BatchEntry, CommitHooks, Encoded, FrozenState, Hooks, hooks};
+pub use hooks::{BatchEntry, CommitHooks, Encoded, FrozenState};
+#[doc(hidden)]
+pub use hooks::{Hooks, hooks};
 pub use memory::MemoryStore;
+#[doc(hidden)]
 pub use url::StoreUrl;
 
 /// A place offsets live. Implementations must make [`apply`](Self::apply):
@@ -115,7 +122,7 @@ pub trait OffsetStore: Send + Sync + fmt::Debug {
 
     /// The commit buffer's pipeline hooks ([`CommitHooks`]) when this store overrides any:
     /// `Some(self)` in a store that implements that trait. `None` (the default) gives every hook
-    /// its default, which is right for any store. Callers reach the hooks through [`hooks`].
+    /// its default, which is right for any store. Callers reach the hooks through `store::hooks`.
     fn hooks(&self) -> Option<&dyn CommitHooks> {
         None
     }

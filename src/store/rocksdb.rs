@@ -372,7 +372,7 @@ pub(crate) fn private_dir(path: &Path) -> Result<()> {
             .filter_map(|e| e.ok())
             .any(|e| !is_rocksdb_file(&e.file_name().to_string_lossy()));
         if !path.join("CURRENT").is_file() && foreign {
-            return Err(Error::Config(format!(
+            return Err(Error::Settings(format!(
                 "{} is not empty and holds no RocksDB store: a store takes a directory of its own \
                  (a new or empty one), whose permissions it sets to 0700 and which it fills with \
                  its files",

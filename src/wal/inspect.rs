@@ -351,7 +351,7 @@ fn refuse_log_file(dir: &Path, dead_letter: &Path) -> Result<()> {
         _ => false,
     };
     if same_dir && super::is_log_file(name) {
-        return Err(Error::Config(format!(
+        return Err(Error::Settings(format!(
             "the dead-letter file {} is one of the log's own files: the repair replaces or removes \
              it, and the quarantined bytes would be lost; name a file of another name",
             dead_letter.display()

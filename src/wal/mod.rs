@@ -365,7 +365,7 @@ impl WalDir {
         reason: &str,
     ) -> Result<()> {
         let dl = dl.ok_or_else(|| {
-            Error::Config(format!(
+            Error::Settings(format!(
                 "recovery policy skip needs a dead-letter file to keep the corrupt bytes of {} at {offset}",
                 path.display()
             ))

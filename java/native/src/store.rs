@@ -169,7 +169,7 @@ pub fn open<'l>(
             };
             let (name, value) = (text(name), text(value));
             if name == "offset.flush.interval.ms" {
-                return Err(Error::Config(format!(
+                return Err(Error::Settings(format!(
                     "property `{name}`: the engine's own offset.flush.interval.ms decides when offsets are committed; every set() is one commit"
                 )));
             }

@@ -343,7 +343,7 @@ impl std::error::Error for Scrubbed {
 pub(crate) fn timeout_error(ctx: &Ctx, op: String, timeout: Duration) -> Error {
     Error::Timeout {
         op: format!("{op}{}", ctx.last_error_suffix()),
-        millis: timeout.as_millis() as u64,
+        after: timeout,
     }
 }
 

@@ -395,7 +395,7 @@ impl KafkaStoreBuilder {
 
     /// Checks the settings and resolves them (no I/O).
     pub(crate) fn settings(&self) -> Result<Settings> {
-        let bad = |reason: String| Error::Config(format!("kafka store: {reason}"));
+        let bad = |reason: String| Error::Settings(format!("kafka store: {reason}"));
         if self.bootstrap.trim().is_empty() {
             return Err(bad("no brokers given (kafka://host:port/topic)".into()));
         }
@@ -767,7 +767,7 @@ impl TaskId {
     /// (the worker's `group.id`): `<group>-<connector>-<task>`.
     pub fn connect(group: &str, connector: &str, task: u32) -> Result<TaskId> {
         if group.is_empty() || connector.is_empty() {
-            return Err(Error::Config(format!(
+            return Err(Error::Settings(format!(
                 "a task id needs a group and a connector, not group `{group}` and connector \
                  `{connector}`"
             )));
@@ -779,7 +779,7 @@ impl TaskId {
     pub fn named(id: impl Into<String>) -> Result<TaskId> {
         let id = id.into();
         if id.trim().is_empty() {
-            return Err(Error::Config(
+            return Err(Error::Settings(
                 "a task's transactional.id must not be empty".into(),
             ));
         }

@@ -79,7 +79,7 @@ impl KafkaPairStore {
     pub fn open(primary: KafkaStoreBuilder, fallback: KafkaStoreBuilder) -> Result<Self> {
         if primary.topic == fallback.topic && primary.bootstrap.trim() == fallback.bootstrap.trim()
         {
-            return Err(crate::Error::Config(format!(
+            return Err(crate::Error::Settings(format!(
                 "kafka store: the connector's topic and the fallback topic are both `{}`; a pair \
                  needs two topics (drop `fallback.topic` to use one)",
                 primary.topic

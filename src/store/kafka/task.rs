@@ -81,7 +81,7 @@ impl KafkaStore {
     /// the topic, so read the offsets to resume from after this returns.
     pub fn task_producer(&self) -> Result<TaskProducer<'_>> {
         let id = self.task.clone().ok_or_else(|| {
-            Error::Config(format!(
+            Error::Settings(format!(
                 "kafka store `{}` has no source task: give `exactly.once.id=<transactional id>`, \
                  or `exactly.once.group=<group.id>` with `exactly.once.task=<connector>/<task>`",
                 self.settings.topic

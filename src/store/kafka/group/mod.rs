@@ -611,7 +611,7 @@ impl KafkaGroupStore {
         let results = block_on(fut, self.timeout + Duration::from_secs(5))
             .ok_or_else(|| Error::Timeout {
                 op: format!("delete consumer group `{group}`"),
-                millis: self.timeout.as_millis() as u64,
+                after: self.timeout,
             })?
             .map_err(|e| {
                 Error::store_caused(

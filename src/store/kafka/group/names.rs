@@ -30,7 +30,7 @@ pub enum GroupNames {
 impl GroupNames {
     /// From the URL's `group=` and `connector=` (either may be absent).
     pub fn new(group: Option<&str>, connector: Option<&str>) -> Result<GroupNames> {
-        let bad = |r: String| Error::Config(format!("kafka-group store: {r}"));
+        let bad = |r: String| Error::Settings(format!("kafka-group store: {r}"));
         let template = group.unwrap_or(DEFAULT_TEMPLATE);
         if template.is_empty() {
             return Err(bad("`group` must not be empty".into()));

@@ -502,7 +502,7 @@ pub(crate) fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Makes `dir` (the `snapshot.dir` parameter) if missing, refusing a path that is not a directory.
 pub(crate) fn prepare_dir(dir: &Path) -> Result<()> {
     RealFs.create_dir_all(dir).map_err(|e| {
-        Error::Config(format!(
+        Error::Settings(format!(
             "kafka store: `snapshot.dir` {} is not a usable directory: {e}",
             dir.display()
         ))
