@@ -12,6 +12,7 @@ mod scenario_util;
 
 mod codec_vectors;
 mod commit_buffer;
+mod configuration_reference;
 mod conformance;
 mod crash_props;
 mod disk_faults;
