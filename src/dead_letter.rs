@@ -1,7 +1,7 @@
 //! The dead-letter file: bytes that could not be decoded, kept instead of lost.
 //!
 //! One JSON object per line, appended and synced before the reader moves past the bad bytes:
-//! `{"time_ms":…,"source":"wal"|"kafka","location":{…},"reason":"…","bytes_b64":"…"}` where `location`
+//! `{"time_ms":…,"source":"wal"|"kafka"|"policy","location":{…},"reason":"…","bytes_b64":"…"}` where `location`
 //! names the file and byte offset, or the topic, partition and offset (with the record key and value
 //! in `key_b64` / `value_b64` for Kafka records).
 

@@ -3,8 +3,8 @@
 //! gone, and a worker reads them all at every start).
 //!
 //! Every backend that can ([`keeps_change_times`](crate::store::Capabilities)) records when each offset was last
-//! written, in the same atomic write as the offset: the memory store in its entry, RocksDB under a
-//! side key in the same write batch, Kafka as the record timestamp (which the loader keeps for
+//! written, in the same atomic write as the offset: the memory store in its entry, RocksDB in the
+//! value's header, Kafka as the record timestamp (which the loader keeps for
 //! every key anyway). Writing the same value again counts as a write: a partition a worker still
 //! commits is not stale, however still its offset stands.
 //!

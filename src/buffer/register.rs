@@ -5,8 +5,8 @@
 //! A buffer over a durable store records, after its recovery, one offset in the reserved namespace
 //! [`WRITERS_NAMESPACE`]: partition `{"writer":W}`, offset
 //! `{"log":"<dir>","host":"<host>","pid":P,"opened_ms":T,"closed":false}`; a clean
-//! [`close`](super::CommitBuffer::close) writes it again with `"closed":true` and the seq it
-//! applied through. The record only informs: what keeps a tool's write from being undone by a
+//! [`close`](super::CommitBuffer::close) writes it again with `"closed":true` (its `opened_ms`
+//! then holds the close's time). The record only informs: what keeps a tool's write from being undone by a
 //! replay is its fence ([`crate::store::fence`]), and a record that failed to be written costs a
 //! warning, never a commit.
 
