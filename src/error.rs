@@ -116,11 +116,11 @@ pub enum Error {
     #[error("simulated crash at {0}")]
     Crashed(String),
 
-    /// A setting that cannot work: a configuration property, a URL parameter or a command-line
-    /// option, with its value and why.
-    #[error("`{name}` = `{value}`: {reason}")]
+    /// A configuration property (`offsets.*`, `offset.flush.*`) that cannot work, with its value
+    /// and why.
+    #[error("property `{name}` = `{value}`: {reason}")]
     Config {
-        /// The property, parameter or option (`offsets.durability`, `history`, `--duration`).
+        /// The property (`offsets.durability`).
         name: String,
         /// The value given.
         value: String,
@@ -128,7 +128,8 @@ pub enum Error {
         reason: String,
     },
 
-    /// Settings that cannot work together, or a setting refused with a sentence of its own.
+    /// A URL parameter or command-line option that cannot work, or settings that cannot work
+    /// together, said in a sentence that names them.
     #[error("{0}")]
     Settings(String),
 

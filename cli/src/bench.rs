@@ -97,19 +97,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
         ("--committers", args.committers),
     ] {
         if v == 0 {
-            return Err(Error::Config {
-                name: name.to_string(),
-                value: v.to_string(),
-                reason: "must be at least 1".into(),
-            });
+            return Err(Error::Settings(format!("{name} must be at least 1")));
         }
     }
     if args.duration.is_nan() || (args.duration <= 0.0 && args.offsets.is_none()) {
-        return Err(Error::Config {
-            name: "--duration".into(),
-            value: args.duration.to_string(),
-            reason: "must be positive".into(),
-        });
+        return Err(Error::Settings("--duration must be positive".into()));
     }
     if !(args.warmup >= 0.0 && args.warmup.is_finite()) {
         return Err(Error::Settings(format!(

@@ -56,20 +56,14 @@ pub struct HistoryConfig {
 impl HistoryConfig {
     /// A retention (`7d`, `12h`) and an optional size bound in bytes, checked.
     pub fn parse(retention: &str, max_bytes: Option<&str>) -> Result<Self> {
-        let retention =
-            crate::time::parse_positive_duration(retention).map_err(|e| Error::Config {
-                name: HISTORY_PARAM.to_string(),
-                value: retention.to_string(),
-                reason: e.to_string(),
-            })?;
+        let retention = crate::time::parse_positive_duration(retention)
+            .map_err(|e| Error::Settings(format!("history={retention}: {e}")))?;
         let max_bytes = max_bytes
             .map(|m| match m.parse::<u64>() {
                 Ok(n) if n > 0 => Ok(n),
-                _ => Err(Error::Config {
-                    name: MAX_BYTES_PARAM.to_string(),
-                    value: m.to_string(),
-                    reason: "expected a positive number of bytes".to_string(),
-                }),
+                _ => Err(Error::Settings(format!(
+                    "{MAX_BYTES_PARAM}={m}: expected a positive number of bytes"
+                ))),
             })
             .transpose()?;
         Ok(HistoryConfig {
