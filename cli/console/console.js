@@ -627,6 +627,7 @@
     const section = $('#orphans');
     section.hidden = false;
     if (orphans instanceof Error) {
+      $('#orphans-table').closest('.table-wrap').hidden = true;
       $('#orphans-empty').hidden = false;
       $('#orphans-empty').textContent = 'Cannot list orphaned offsets: ' + orphans.message;
       return;
@@ -656,6 +657,7 @@
     }
     $('#orphans-empty').textContent = 'No orphaned offsets: every connector holding offsets has a config.';
     $('#orphans-empty').hidden = list.length > 0;
+    $('#orphans-table').closest('.table-wrap').hidden = list.length === 0;
   }
 
   async function resetOrphan(name, btn) {
@@ -781,6 +783,7 @@
     seq: 0,
     abort: null,
     summaryTimer: 0,
+    summaryReady: Promise.resolve(),
     modifiable: { ok: true, reason: null },
     historyPartition: undefined, // the partition whose history is shown
     history: null,
@@ -806,7 +809,9 @@
     $('#connector-title').textContent = name;
     $('#partitions-caption').textContent = 'Partitions of ' + name;
     applyModifiable();
-    loadSummary();
+    // Rows render once the summary says whether modifications are allowed, so their buttons
+    // never flash enabled on a connector the server would refuse to modify.
+    cv.summaryReady = loadSummary();
     loadPartitions();
   }
 
@@ -895,6 +900,7 @@
     $('#partitions').setAttribute('aria-busy', 'true');
     try {
       const data = await api('GET', partitionsUrl(), { signal: ctl ? ctl.signal : undefined });
+      await cv.summaryReady;
       if (seq !== cv.seq || cv.name !== name) return;
       cv.total = data.total || 0;
       // A page past the end (the connector shrank): go to the last one.
@@ -1348,12 +1354,10 @@
     const R = 24;
     const T = 10;
     const LANE = 86;
-    const GAP = 22;
+    const GAP = 18;
     const lanes = Math.max(1, fields.length);
     const H = T + lanes * (LANE + GAP) + 34;
     chart.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
-    chart.style.height = 'auto';
-    chart.style.aspectRatio = W + ' / ' + H;
 
     let t0;
     let t1;
@@ -1406,7 +1410,9 @@
       const y = (v) => top + LANE - ((v - lo) / (hi - lo)) * LANE;
       yFor.push(y);
       const lane = svg('g', { class: 'lane' });
-      lane.appendChild(svg('text', { class: 'field-name', x: L, y: top - 6 }, f));
+      const fieldLabel = svg('text', { class: 'field-name', x: L - 8, y: top + LANE / 2 + 4, 'text-anchor': 'end' }, f.length > 14 ? f.slice(0, 13) + '…' : f);
+      fieldLabel.appendChild(svg('title', {}, f));
+      lane.appendChild(fieldLabel);
       lane.appendChild(svg('line', { class: 'axis-line', x1: L, y1: top, x2: L, y2: top + LANE }));
       lane.appendChild(svg('text', { class: 'value-label', x: L - 6, y: top + 4, 'text-anchor': 'end' }, fmtValue(hi)));
       lane.appendChild(svg('text', { class: 'value-label', x: L - 6, y: top + LANE, 'text-anchor': 'end' }, fmtValue(lo)));
