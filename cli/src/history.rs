@@ -49,7 +49,7 @@ pub(crate) struct RewindArgs {
     dry_run: bool,
 }
 
-fn offset_json(o: Option<&Offset>) -> String {
+pub(crate) fn offset_json(o: Option<&Offset>) -> String {
     let mut out = Vec::new();
     match o {
         Some(o) => json::encode_map(o, &mut out),
@@ -58,7 +58,7 @@ fn offset_json(o: Option<&Offset>) -> String {
     String::from_utf8(out).expect("the encoder writes UTF-8")
 }
 
-fn partition_json(key: &OffsetKey) -> String {
+pub(crate) fn partition_json(key: &OffsetKey) -> String {
     offset_json(key.partition())
 }
 

@@ -3,10 +3,12 @@
 //! connection. Every read and write is bounded in time (Jetty's 30 s idle timeout, as a Connect
 //! worker's REST server) and in size (an 8 KiB head, as Jetty's default, answered 431 beyond it; a
 //! body refused with 413 from its declared length, before a byte of it is read). hyper does the
-//! framing: keep-alive, `Expect: 100-continue`, chunked bodies, absolute-form targets, `HEAD`.
+//! framing: keep-alive, `Expect: 100-continue`, chunked bodies, absolute-form targets, `HEAD`;
+//! rustls the encryption, when the server is given a certificate.
 
 use std::io;
 use std::net::TcpListener;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,9 +18,13 @@ use hyper::header::{self, HeaderValue};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use rustls::ServerConfig;
+use rustls_pki_types::pem::PemObject as _;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::AsyncWriteExt as _;
 use tokio::sync::Semaphore;
 use tokio_io_timeout::TimeoutStream;
+use tokio_rustls::TlsAcceptor;
 
 /// Limits of one connection.
 #[derive(Debug, Clone, Copy)]
@@ -43,7 +49,19 @@ pub(crate) struct Request {
     pub target: String,
     /// The media type of the body, without parameters, lower case.
     pub content_type: Option<String>,
+    /// Every header, its name in lower case (a repeated one appears once per line).
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+}
+
+impl Request {
+    /// The first value of header `name` (lower case).
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// An answer.
@@ -54,6 +72,8 @@ pub(crate) struct Response {
     pub body: String,
     /// The `Allow` header (a 405 must carry one, as must an answer to `OPTIONS`).
     pub allow: Option<&'static str>,
+    /// Other headers of the answer.
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl Response {
@@ -66,16 +86,50 @@ impl Response {
                 super::quoted(message)
             ),
             allow: None,
+            headers: Vec::new(),
         }
     }
 }
 
 type Handler = dyn Fn(Request) -> Response + Send + Sync;
 
-/// Serves `listener` until it fails.
+/// A TLS server configuration from a PEM certificate chain and its private key.
+pub(crate) fn tls_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, String> {
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|c| c.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| {
+            format!(
+                "--tls-cert {}: not a PEM certificate chain: {e}",
+                cert.display()
+            )
+        })?;
+    if certs.is_empty() {
+        return Err(format!(
+            "--tls-cert {}: holds no certificate",
+            cert.display()
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("--tls-key {}: not a PEM private key: {e}", key.display()))?;
+    // ring rather than aws-lc-rs: no CMake build. Its provider lacks post-quantum key exchange,
+    // which rustls flags as deprecated; an operator's console does not need it yet.
+    #[allow(deprecated)]
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("--tls-cert and --tls-key do not make a certificate: {e}"))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Serves `listener` until it fails, over TLS when `tls` is given.
 pub(crate) fn serve(
     listener: TcpListener,
     limits: Limits,
+    tls: Option<Arc<ServerConfig>>,
     handler: Arc<Handler>,
 ) -> io::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -83,10 +137,20 @@ pub(crate) fn serve(
         .thread_name("serve")
         .enable_all()
         .build()?;
-    runtime.block_on(accept(listener, limits, handler))
+    runtime.block_on(accept(
+        listener,
+        limits,
+        tls.map(TlsAcceptor::from),
+        handler,
+    ))
 }
 
-async fn accept(listener: TcpListener, limits: Limits, handler: Arc<Handler>) -> io::Result<()> {
+async fn accept(
+    listener: TcpListener,
+    limits: Limits,
+    tls: Option<TlsAcceptor>,
+    handler: Arc<Handler>,
+) -> io::Result<()> {
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let open = Arc::new(Semaphore::new(limits.connections));
@@ -103,32 +167,51 @@ async fn accept(listener: TcpListener, limits: Limits, handler: Arc<Handler>) ->
         let mut stream = TimeoutStream::new(stream);
         stream.set_read_timeout(Some(limits.idle));
         stream.set_write_timeout(Some(limits.idle));
+        let stream = Box::pin(stream);
         let Ok(slot) = Arc::clone(&open).try_acquire_owned() else {
-            tokio::spawn(refuse_busy(stream));
+            // Over TLS a plain answer would not be read: the connection just closes.
+            if tls.is_none() {
+                tokio::spawn(refuse_busy(stream));
+            }
             continue;
         };
         let handler = Arc::clone(&handler);
+        let tls = tls.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            let service = service_fn(move |request| respond(request, limits, Arc::clone(&handler)));
-            let served = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.idle)
-                // As Jetty writes them (`Content-Type`, `Allow`): some clients match names exactly.
-                .title_case_headers(true)
-                .max_buf_size(limits.head_bytes)
-                .serve_connection(TokioIo::new(Box::pin(stream)), service)
-                .await;
-            if let Err(e) = served {
-                tracing::debug!(error = %e, "connection ended");
+            match tls {
+                None => connection(stream, limits, handler).await,
+                Some(tls) => match tokio::time::timeout(limits.idle, tls.accept(stream)).await {
+                    Ok(Ok(stream)) => connection(stream, limits, handler).await,
+                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                    Err(_) => tracing::debug!("TLS handshake timed out"),
+                },
             }
         });
     }
 }
 
+/// Serves one connection's requests.
+async fn connection<S>(stream: S, limits: Limits, handler: Arc<Handler>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| respond(request, limits, Arc::clone(&handler)));
+    let served = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.idle)
+        // As Jetty writes them (`Content-Type`, `Allow`): some clients match names exactly.
+        .title_case_headers(true)
+        .max_buf_size(limits.head_bytes)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+    if let Err(e) = served {
+        tracing::debug!(error = %e, "connection ended");
+    }
+}
+
 /// The connection cap reached: a 503, written and closed without reading the request.
-async fn refuse_busy(stream: TimeoutStream<tokio::net::TcpStream>) {
-    let mut stream = Box::pin(stream);
+async fn refuse_busy(mut stream: std::pin::Pin<Box<TimeoutStream<tokio::net::TcpStream>>>) {
     let body = Response::error(503, "too many connections; retry later").body;
     let answer = format!(
         "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -213,10 +296,16 @@ async fn read(request: hyper::Request<Incoming>, limits: Limits) -> Result<Reque
                 .trim()
                 .to_ascii_lowercase()
         });
+    let headers = head
+        .headers
+        .iter()
+        .filter_map(|(n, v)| Some((n.as_str().to_string(), v.to_str().ok()?.to_string())))
+        .collect();
     Ok(Request {
         method: head.method.as_str().to_ascii_uppercase(),
         target,
         content_type,
+        headers,
         body,
     })
 }
@@ -249,6 +338,11 @@ fn answer(r: &Response, head_only: bool, close: bool) -> Answer {
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(r.body.len()));
     if let Some(allow) = r.allow {
         headers.insert(header::ALLOW, HeaderValue::from_static(allow));
+    }
+    for (name, value) in &r.headers {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            headers.append(*name, value);
+        }
     }
     if close {
         headers.insert(header::CONNECTION, HeaderValue::from_static("close"));

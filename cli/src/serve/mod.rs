@@ -60,9 +60,13 @@ use connect_offsets::store::{OffsetStoreExt, StoreUrl};
 use connect_offsets::wal::frame::FrameKind;
 use connect_offsets::wal::fs::{RealFs, WalFs};
 use connect_offsets::wal::inspect;
-use connect_offsets::{Error, OffsetStore, Result};
+use connect_offsets::{Error, Offset, OffsetKey, OffsetStore, Result};
 
 use super::http::{self, Limits, Request, Response};
+
+mod auto_reset;
+mod console;
+mod security;
 use super::{StoreArg, quoted};
 
 #[derive(clap::Args, Debug)]
@@ -85,6 +89,25 @@ pub(crate) struct ServeArgs {
     /// is refused unless the connector is stopped, as the worker's herder checks.
     #[arg(long, value_name = "URL")]
     connect_configs: Option<String>,
+    /// A file whose first line is a bearer token every client must send (`Authorization: Bearer`);
+    /// the console asks for it. Needed to listen beyond loopback (or --basic-auth-file).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// A file whose first line is `user:password`: every client must send them (HTTP basic
+    /// authentication; the browser asks).
+    #[arg(long, value_name = "FILE")]
+    basic_auth_file: Option<PathBuf>,
+    /// The certificate chain (PEM) to serve HTTPS with; needs --tls-key.
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// Resets the offsets of a connector deleted from the Connect cluster once it has been gone
+    /// this long (and its offsets unchanged as long), as `10m` or `7d`; recorded in a store's
+    /// history, so a rewind brings them back. Needs --connect-configs.
+    #[arg(long, value_name = "DURATION")]
+    reset_orphans_after: Option<String>,
 }
 
 /// Connect's texts (Worker.completeModifyOffsetsCallback, for connectors that do not manage their
@@ -125,6 +148,12 @@ struct Server {
     wal_dirs: Vec<PathBuf>,
     known: BTreeSet<String>,
     metrics: PrometheusHandle,
+    /// The store's URL as given (secrets included: never shown).
+    raw_url: String,
+    /// `--connect-configs`.
+    configs_url: Option<String>,
+    /// What the console's state-changing requests carry (`security`).
+    csrf_token: String,
 }
 
 /// An HTTP answer.
@@ -137,6 +166,7 @@ impl Response {
             body,
             content_type: "application/json",
             allow: None,
+            headers: Vec::new(),
         }
     }
     fn message(text: &str) -> Reply {
@@ -289,7 +319,18 @@ impl Server {
             );
         };
         let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let query = console::Query::parse(path);
+        let dry_run = query.flag("dry_run");
+        if let Some(r) = media.filter(|_| matches!(method, "PATCH" | "POST")) {
+            return r;
+        }
+        let body = body.unwrap_or_default();
         match (method, segs.as_slice()) {
+            ("GET", []) => console::page(&self.csrf_token),
+            ("GET", ["console", asset]) if console::asset(asset).is_some() => {
+                console::asset(asset).unwrap_or_else(|| Reply::error(404, "HTTP 404 Not Found"))
+            }
+            ("GET", ["console", "info"]) => self.info(),
             ("GET", ["metrics"]) => Reply {
                 status: 200,
                 body: {
@@ -298,27 +339,53 @@ impl Server {
                 },
                 content_type: "text/plain; version=0.0.4; charset=utf-8",
                 allow: None,
+                headers: Vec::new(),
             },
+            ("GET", ["connectors"]) if query.get("expand") == Some("summary") => self.summary(),
             ("GET", ["connectors"]) => self.list_connectors(),
             ("GET", ["connectors", name, "offsets"]) => self.get_offsets(name),
             ("GET", ["connectors", name, "offsets", "history"]) => self.get_history(name),
+            ("GET", ["connectors", name, "offsets", "partitions"]) => {
+                self.partitions_page(name, &query)
+            }
             ("PATCH", ["connectors", name, "offsets"]) => {
-                if let Some(r) = media {
-                    return r;
-                }
                 let name = name.to_string();
-                self.alter_offsets(&name, body.unwrap_or_default())
+                self.alter_offsets(&name, body, dry_run)
             }
             ("DELETE", ["connectors", name, "offsets"]) => {
                 let name = name.to_string();
-                self.reset_offsets(&name)
+                self.reset_offsets(&name, dry_run)
+            }
+            ("POST", ["connectors", name, "offsets", "rewind"]) => {
+                let name = name.to_string();
+                self.rewind(&name, &body)
+            }
+            ("POST", ["connectors", name, "offsets", "import"]) => {
+                let name = name.to_string();
+                self.import(Some(&name), &body, dry_run)
+            }
+            ("GET", ["offsets"]) => self.export_all(),
+            ("POST", ["offsets", "import"]) => self.import(None, &body, dry_run),
+            ("GET", ["orphans"]) => self.orphans(),
+            ("DELETE", ["orphans", name]) => {
+                let name = name.to_string();
+                self.reset_orphan(&name, dry_run)
             }
             (_, ["connectors", _, "offsets"]) => {
                 Self::not_allowed(method, "GET, HEAD, PATCH, DELETE, OPTIONS")
             }
-            (_, ["metrics"] | ["connectors"] | ["connectors", _, "offsets", "history"]) => {
-                Self::not_allowed(method, "GET, HEAD, OPTIONS")
+            (_, ["connectors", _, "offsets", "rewind" | "import"] | ["offsets", "import"]) => {
+                Self::not_allowed(method, "POST, OPTIONS")
             }
+            (_, ["orphans", _]) => Self::not_allowed(method, "DELETE, OPTIONS"),
+            (
+                _,
+                ["metrics"]
+                | ["connectors"]
+                | ["connectors", _, "offsets", "history" | "partitions"]
+                | ["offsets"]
+                | ["orphans"],
+            ) => Self::not_allowed(method, "GET, HEAD, OPTIONS"),
             _ => Reply::error(404, "HTTP 404 Not Found"),
         }
     }
@@ -384,34 +451,41 @@ impl Server {
     }
 
     fn get_offsets(&self, name: &str) -> Reply {
-        let configured = match self.cluster() {
-            Ok(Some(c)) if c.connector(name).is_none() => return Self::not_found(name),
-            Ok(Some(c)) => match self.wrong_store(&c, name) {
-                Some(r) => return r,
+        match self.read_partitions(name) {
+            Ok((_, parts)) => Reply::json(200, ConnectorOffsets::from_stored(&parts).to_json()),
+            Err(r) => r,
+        }
+    }
+
+    /// Connector `name`'s partitions, read as Connect's `GET …/offsets` reads them (404 for an
+    /// unknown connector, 409 while a writer holds its store or log), with the store they came
+    /// from.
+    fn read_partitions(
+        &self,
+        name: &str,
+    ) -> std::result::Result<(Handle<'_>, Vec<(OffsetKey, Offset)>), Reply> {
+        let configured = match self.cluster()? {
+            Some(c) if c.connector(name).is_none() => return Err(Self::not_found(name)),
+            Some(c) => match self.wrong_store(&c, name) {
+                Some(r) => return Err(r),
                 None => true,
             },
-            Ok(None) => false,
-            Err(r) => return r,
+            None => false,
         };
-        let handle = match self.open_for(name) {
-            Ok(h) => h,
-            Err(e) => return self.store_error(e, name, false),
-        };
-        if let Err(r) = self.check_logs_idle(name) {
-            return r;
-        }
-        if let Err(r) = self.check_logs_applied(handle.get(), true) {
-            return r;
-        }
+        let handle = self
+            .open_for(name)
+            .map_err(|e| self.store_error(e, name, false))?;
+        self.check_logs_idle(name)?;
+        self.check_logs_applied(handle.get(), true)?;
         super::warn_unapplied(handle.get(), Some(name), false);
-        let parts = match handle.get().partitions(name) {
-            Ok(p) => p,
-            Err(e) => return self.store_error(e, name, false),
-        };
+        let parts = handle
+            .get()
+            .partitions(name)
+            .map_err(|e| self.store_error(e, name, false))?;
         if parts.is_empty() && !configured && !self.known.contains(name) {
-            return Self::not_found(name);
+            return Err(Self::not_found(name));
         }
-        Reply::json(200, ConnectorOffsets::from_stored(&parts).to_json())
+        Ok((handle, parts))
     }
 
     /// The connector's history, newest first (as `history --json`); 404 when the store knows
@@ -539,7 +613,7 @@ impl Server {
         Ok(())
     }
 
-    fn alter_offsets(&mut self, name: &str, body: Vec<u8>) -> Reply {
+    fn alter_offsets(&mut self, name: &str, body: Vec<u8>, dry_run: bool) -> Reply {
         // Connect checks the body first (ConnectorsResource), then the connector (the herder).
         if body.iter().all(u8::is_ascii_whitespace) {
             return Reply::error(400, NO_OFFSETS);
@@ -556,7 +630,13 @@ impl Server {
         // The connector's own check (`alterOffsets`), after the herder's: ConnectException, 500.
         let class = self.class_of(name);
         let check = || check_alter(&class, &entries).map_err(|e| Reply::error(500, &e));
-        let managed = match self.modify(name, check, |store| store.write(entries.clone())) {
+        if dry_run {
+            return match self.modify(name, true, check, |store| console::changes(store, &entries)) {
+                Ok((_, changes)) => console::dry_run_reply(&changes),
+                Err(r) => r,
+            };
+        }
+        let managed = match self.modify(name, false, check, |store| store.write(entries.clone())) {
             Ok((managed, ())) => managed,
             Err(r) => return r,
         };
@@ -571,10 +651,24 @@ impl Server {
         })
     }
 
-    fn reset_offsets(&mut self, name: &str) -> Reply {
+    fn reset_offsets(&mut self, name: &str, dry_run: bool) -> Reply {
         let class = self.class_of(name);
         let check = || check_alter(&class, &[]).map_err(|e| Reply::error(500, &e));
-        let managed = match self.modify(name, check, |store| store.reset_namespace(name)) {
+        if dry_run {
+            let all = |store: &dyn OffsetStore| {
+                let entries: Vec<_> = store
+                    .partitions(name)?
+                    .into_iter()
+                    .map(|(k, _)| (k, None))
+                    .collect();
+                console::changes(store, &entries)
+            };
+            return match self.modify(name, true, check, all) {
+                Ok((_, changes)) => console::dry_run_reply(&changes),
+                Err(r) => r,
+            };
+        }
+        let managed = match self.modify(name, false, check, |store| store.reset_namespace(name)) {
             Ok((managed, n)) => {
                 tracing::info!(
                     connector = name,
@@ -602,53 +696,79 @@ impl Server {
     /// Runs `change` on the store for connector `name` the way every modification must: the
     /// connector's logs locked, the connector known, every logged batch applied; `check` (the
     /// connector's own, as `alterOffsets`) runs after the herder's checks. `Err` is the reply
-    /// that refused it.
+    /// that refused it. A dry run makes every check and lets `change` only read.
     fn modify<C, T>(
         &mut self,
         name: &str,
+        dry_run: bool,
+        check: impl FnOnce() -> std::result::Result<C, Reply>,
+        change: impl FnOnce(&dyn OffsetStore) -> Result<T>,
+    ) -> std::result::Result<(C, T), Reply> {
+        self.modify_many(&[name.to_string()], false, dry_run, check, change)
+    }
+
+    /// [`modify`](Self::modify) for several connectors at once (an import): each must pass the
+    /// herder's checks; `new_ok` lets a connector the store does not know yet be created (without
+    /// `--connect-configs`, where nothing else tells what exists).
+    fn modify_many<C, T>(
+        &mut self,
+        names: &[String],
+        new_ok: bool,
+        dry_run: bool,
         check: impl FnOnce() -> std::result::Result<C, Reply>,
         change: impl FnOnce(&dyn OffsetStore) -> Result<T>,
     ) -> std::result::Result<(C, T), Reply> {
         // As Connect's herder: an unknown connector first, then one that is not stopped.
         let cluster = self.cluster()?;
         if let Some(cluster) = &cluster {
-            match cluster.connector(name) {
-                None => return Err(Self::not_found(name)),
-                Some(false) => {
-                    return Err(Reply::error(
-                        400,
-                        &format!(
-                            "Connectors must be in the STOPPED state before their offsets can be modified. This can be done for the specified connector by issuing a 'PUT' request to the '/connectors/{name}/stop' endpoint"
-                        ),
-                    ));
+            for name in names {
+                match cluster.connector(name) {
+                    None => return Err(Self::not_found(name)),
+                    Some(false) => return Err(Reply::error(400, &not_stopped(name))),
+                    Some(true) => {}
                 }
-                Some(true) => {}
-            }
-            if let Some(r) = self.wrong_store(cluster, name) {
-                return Err(r);
+                if let Some(r) = self.wrong_store(cluster, name) {
+                    return Err(r);
+                }
             }
         }
         let checked = check()?;
-        let _guards = self.lock_logs(name)?;
-        let handle = self
-            .open_for(name)
-            .map_err(|e| self.store_error(e, name, true))?;
+        let first = names.first().map_or("", String::as_str);
+        let _guards = self.lock_logs(first)?;
+        let handle = match names {
+            [name] => self.open_for(name),
+            _ => self.open(),
+        }
+        .map_err(|e| self.store_error(e, first, true))?;
         let store = handle.get();
         // Without the config topic, a connector is known by its offsets or by name.
-        if cluster.is_none() {
-            match self.known(store, name) {
-                Ok(true) => {}
-                Ok(false) => return Err(Self::not_found(name)),
-                Err(e) => return Err(self.store_error(e, name, true)),
+        if cluster.is_none() && !new_ok {
+            for name in names {
+                match self.known(store, name) {
+                    Ok(true) => {}
+                    Ok(false) => return Err(Self::not_found(name)),
+                    Err(e) => return Err(self.store_error(e, name, true)),
+                }
             }
         }
         self.check_logs_applied(store, false)?;
-        super::warn_unapplied(store, Some(name), true);
-        let done = change(store).map_err(|e| self.store_error(e, name, true))?;
+        if !dry_run {
+            super::warn_unapplied(store, (names.len() == 1).then_some(first), true);
+        }
+        let done = change(store).map_err(|e| self.store_error(e, first, true))?;
         drop(handle);
-        self.known.insert(name.to_string());
+        if !dry_run {
+            self.known.extend(names.iter().cloned());
+        }
         Ok((checked, done))
     }
+}
+
+/// Connect's refusal to modify the offsets of a connector that is not stopped.
+fn not_stopped(name: &str) -> String {
+    format!(
+        "Connectors must be in the STOPPED state before their offsets can be modified. This can be done for the specified connector by issuing a 'PUT' request to the '/connectors/{name}/stop' endpoint"
+    )
 }
 
 /// What Connect's config topic says of its connectors: each configured one, and whether it is
@@ -660,6 +780,8 @@ struct Cluster(BTreeMap<String, Configured>);
 #[derive(Clone)]
 struct Configured {
     stopped: bool,
+    /// Connect's target state: `STARTED`, `PAUSED` or `STOPPED`.
+    state: String,
     sink: bool,
     class: String,
     /// `consumer.override.group.id`: the group a sink's tasks commit to instead of the store's.
@@ -686,6 +808,7 @@ fn read_connect_configs(url: &str) -> Result<Cluster> {
                 let c = configs.connector(n)?;
                 let configured = Configured {
                     stopped: c.stopped(),
+                    state: c.target_state.clone(),
                     sink: c.is_sink(),
                     class: c.class.clone().unwrap_or_default(),
                     group: c.group_override.clone(),
@@ -742,7 +865,7 @@ fn percent_decode(s: &str) -> Option<String> {
 fn unsupported_media(request: &Request) -> Option<Reply> {
     let declared = request.content_type.as_deref()?;
     let json = declared == "application/json" || declared.ends_with("+json");
-    (request.method == "PATCH" && !json).then(|| {
+    (matches!(request.method.as_str(), "PATCH" | "POST") && !json).then(|| {
         Reply::error(
             415,
             &format!("HTTP 415 Unsupported Media Type (the body is declared as {declared}, not application/json)"),
@@ -751,6 +874,24 @@ fn unsupported_media(request: &Request) -> Option<Reply> {
 }
 
 pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
+    let auth = security::Auth::from_files(a.token_file.as_deref(), a.basic_auth_file.as_deref())?;
+    security::check_listen(&a.listen, &auth)?;
+    let tls = security::tls_paths(a.tls_cert.clone(), a.tls_key.clone())?
+        .map(|(cert, key)| http::tls_config(&cert, &key).map_err(Error::Settings))
+        .transpose()?;
+    let orphan_grace = a
+        .reset_orphans_after
+        .as_deref()
+        .map(|d| {
+            connect_offsets::time::parse_duration(d)
+                .map_err(|e| Error::Settings(format!("--reset-orphans-after {d}: {e}")))
+        })
+        .transpose()?;
+    if orphan_grace.is_some() && a.connect_configs.is_none() {
+        return Err(Error::Settings(
+            "--reset-orphans-after needs --connect-configs: which connectors are gone is known from Connect's config topic".into(),
+        ));
+    }
     let url = StoreUrl::parse(&a.store.url())?;
     let shown_url = url.to_string();
     let access = if url.scheme == "memory" {
@@ -790,8 +931,9 @@ pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
         .local_addr()
         .map_or_else(|_| a.listen.clone(), |s| s.to_string());
     {
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "listening on http://{addr}");
+        let _ = writeln!(out, "listening on {scheme}://{addr}");
         let _ = out.flush();
     }
     note!("serving Kafka Connect's offsets API over {shown_url}");
@@ -801,7 +943,8 @@ pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
         "kafka" => Some(false),
         _ => None,
     };
-    let server = Mutex::new(Server {
+    let csrf_token = security::random_token()?;
+    let server = Arc::new(Mutex::new(Server {
         access,
         shown_url,
         sinks_store,
@@ -809,11 +952,29 @@ pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
         wal_dirs: a.wal_dir,
         known: a.connector.into_iter().collect(),
         metrics,
-    });
+        raw_url: a.store.url(),
+        configs_url: configs_url.clone(),
+        csrf_token: csrf_token.clone(),
+    }));
+    if let (Some(grace), Some(url)) = (orphan_grace, &configs_url) {
+        auto_reset::spawn(Arc::clone(&server), url.clone(), grace);
+    }
     let handler = move |request: Request| {
+        let refused = auth
+            .check(
+                &request,
+                console::is_page_file(&request.method, &request.target),
+            )
+            .and_then(|()| security::check_origin(&request, &auth, &csrf_token));
+        if let Err(reply) = refused {
+            ::metrics::counter!("connect_offsets_http_requests_total", "method" => request.method.clone(),
+                "status" => reply.status.to_string())
+            .increment(1);
+            return reply;
+        }
         let cluster_now = configs_url
             .as_deref()
-            .filter(|_| request.target.contains("/connectors"))
+            .filter(|_| console::needs_cluster(&request.target))
             .map(|url| read_connect_configs(url).map_err(|e| e.to_string()));
         let reply = {
             let mut server = server.lock().unwrap_or_else(|p| p.into_inner());
@@ -829,7 +990,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
         tracing::debug!(method = %request.method, target = %request.target, status = reply.status, "request");
         reply
     };
-    http::serve(listener, LIMITS, Arc::new(handler))
+    http::serve(listener, LIMITS, tls, Arc::new(handler))
         .map_err(|e| Error::io("serve on", &addr, e))?;
     Ok(ExitCode::SUCCESS)
 }
