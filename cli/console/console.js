@@ -6,6 +6,7 @@
 (function () {
   const TOKEN_KEY = 'connect-offsets-token';
   const POLL_MS = 5000;
+  const SUMMARY_POLL_MS = 10000; // a connector's summary (whether it may be modified), in its view
   const PAGE_SIZE = 50;
   const SEARCH_DEBOUNCE_MS = 250;
   const DIFF_ROWS_SHOWN = 200;
@@ -418,20 +419,29 @@
     dialogCancel.disabled = true;
     const label = dialogConfirm.textContent;
     dialogConfirm.textContent = 'Applying…';
+    let message;
     try {
-      const message = await state.apply();
-      dialogConfirm.textContent = label;
-      dialogCancel.disabled = false;
-      closeDialog();
-      showToast(message || 'Done');
-      if (state.done) state.done(true);
+      message = await state.apply();
     } catch (e) {
       dialogConfirm.textContent = label;
       dialogCancel.disabled = false;
       closeDialog();
       showError('Not applied', e);
       if (state.done) state.done(false);
+      return;
     }
+    dialogConfirm.textContent = label;
+    dialogCancel.disabled = false;
+    closeDialog();
+    // The view shows the new state before the toast says it is done (at most 5 s of waiting).
+    if (state.done) {
+      try {
+        await Promise.race([Promise.resolve(state.done(true)), new Promise((r) => setTimeout(r, 5000))]);
+      } catch (e) {
+        /* the view says why it could not refresh */
+      }
+    }
+    showToast(message || 'Done');
   });
 
   // ---------------------------------------------------------------- downloads
@@ -520,7 +530,6 @@
   const connectorsBody = $('#connectors tbody');
   let listTimer = 0;
   let listActive = false;
-  let listLoading = false;
 
   function enterConnectors() {
     listActive = true;
@@ -541,9 +550,20 @@
     if (listActive) listTimer = setTimeout(refreshList, POLL_MS);
   }
 
-  async function refreshList() {
-    if (listLoading) return;
-    listLoading = true;
+  let listPromise = null;
+
+  /** Reads the list (and orphans) again; while a read is under way, once more after it. */
+  function refreshList() {
+    if (listPromise) return listPromise.then(() => refreshList());
+    clearTimeout(listTimer);
+    listPromise = readList().finally(() => {
+      listPromise = null;
+      scheduleList();
+    });
+    return listPromise;
+  }
+
+  async function readList() {
     const status = $('#refresh-status');
     try {
       const [list, orphans] = await Promise.all([
@@ -562,9 +582,6 @@
         status.textContent = 'Refresh failed at ' + shortTime(new Date().toISOString()) + ' UTC: ' + e.message;
         status.classList.add('error-text');
       }
-    } finally {
-      listLoading = false;
-      scheduleList();
     }
   }
 
@@ -783,7 +800,7 @@
     seq: 0,
     abort: null,
     summaryTimer: 0,
-    summaryReady: Promise.resolve(),
+    loading: false,
     modifiable: { ok: true, reason: null },
     historyPartition: undefined, // the partition whose history is shown
     history: null,
@@ -808,11 +825,15 @@
     document.title = name + ' · connect-offsets console';
     $('#connector-title').textContent = name;
     $('#partitions-caption').textContent = 'Partitions of ' + name;
-    applyModifiable();
-    // Rows render once the summary says whether modifications are allowed, so their buttons
-    // never flash enabled on a connector the server would refuse to modify.
-    cv.summaryReady = loadSummary();
-    loadPartitions();
+    // What the list last said of the connector, until its summary is read again (the server
+    // refuses a modification anyway when it cannot be made).
+    if (summaries[name]) renderConnectorSummary(summaries[name]);
+    else {
+      cv.modifiable = { ok: true, reason: null };
+      applyModifiable();
+    }
+    // The page of partitions first, the summary after: the server answers one at a time.
+    loadPartitions().then(loadSummary);
   }
 
   function leaveConnector() {
@@ -831,6 +852,10 @@
     clearTimeout(cv.summaryTimer);
     const name = cv.name;
     if (!name) return;
+    if (cv.loading) {
+      cv.summaryTimer = setTimeout(loadSummary, 500);
+      return;
+    }
     try {
       const list = await api('GET', '/connectors?expand=summary');
       if (cv.name !== name) return;
@@ -840,7 +865,7 @@
     } catch (e) {
       if (cv.name === name) $('#connector-summary').textContent = 'Cannot read the connector\'s summary: ' + e.message;
     }
-    if (cv.name === name) cv.summaryTimer = setTimeout(loadSummary, POLL_MS);
+    if (cv.name === name) cv.summaryTimer = setTimeout(loadSummary, SUMMARY_POLL_MS);
   }
 
   function renderConnectorSummary(s) {
@@ -896,19 +921,19 @@
     const ctl = typeof AbortController === 'function' ? new AbortController() : null;
     cv.abort = ctl;
     const seq = ++cv.seq;
+    cv.loading = true;
     performance.mark('partitions-requested');
     $('#partitions').setAttribute('aria-busy', 'true');
     try {
       const data = await api('GET', partitionsUrl(), { signal: ctl ? ctl.signal : undefined });
-      await cv.summaryReady;
       if (seq !== cv.seq || cv.name !== name) return;
       cv.total = data.total || 0;
       // A page past the end (the connector shrank): go to the last one.
       const rows = data.partitions || [];
       if (rows.length === 0 && cv.page > 0 && cv.total > 0) {
         cv.page = Math.max(0, Math.ceil(cv.total / PAGE_SIZE) - 1);
-        loadPartitions();
-        return;
+        cv.loading = false;
+        return loadPartitions();
       }
       renderPartitions(rows);
       $('#partitions-message').hidden = rows.length > 0;
@@ -922,7 +947,10 @@
       cv.total = 0;
       renderPager(0);
     } finally {
-      if (seq === cv.seq) $('#partitions').removeAttribute('aria-busy');
+      if (seq === cv.seq) {
+        cv.loading = false;
+        $('#partitions').removeAttribute('aria-busy');
+      }
     }
   }
 
@@ -958,12 +986,26 @@
       tr.append(p, o, lw, act);
       frag.appendChild(tr);
     }
+    // Keyboard focus stays on the same button of the same partition across a re-render.
+    const focused = document.activeElement;
+    let refocus = null;
+    if (focused && partitionsBody.contains(focused) && focused.closest('tr')) {
+      refocus = { partition: focused.closest('tr').dataset.partition, cls: ['edit', 'reset', 'history'].find((c) => focused.classList.contains(c)) };
+    }
     partitionsBody.textContent = '';
     partitionsBody.appendChild(frag);
     rowData = new WeakMap();
     let i = 0;
     for (const tr of partitionsBody.rows) rowData.set(tr, rows[i++]);
     if (cv.historyPartition !== undefined) markHistoryRow();
+    if (refocus) {
+      for (const tr of partitionsBody.rows) {
+        if (tr.dataset.partition === refocus.partition) {
+          const b = $('.' + (refocus.cls || 'edit'), tr);
+          if (b && !b.disabled) b.focus();
+        }
+      }
+    }
     renderPager(rows.length);
     cv.renders++;
     performance.mark('partitions-rendered');
@@ -1085,9 +1127,7 @@
           const r = await api('PATCH', '/connectors/' + enc(name) + '/offsets', { body });
           return (r && r.message) || 'The offset was written';
         },
-        done: (ok) => {
-          if (ok) afterChange();
-        },
+        done: (ok) => (ok ? afterChange() : null),
       });
     } catch (e) {
       fieldError(cell, e.message);
@@ -1111,9 +1151,7 @@
           const r = await api('PATCH', '/connectors/' + enc(name) + '/offsets', { body });
           return (r && r.message) || 'The partition was reset';
         },
-        done: (ok) => {
-          if (ok) afterChange();
-        },
+        done: (ok) => (ok ? afterChange() : null),
       });
     } catch (e) {
       showError('Cannot reset the partition', e);
@@ -1136,9 +1174,7 @@
           const r = await api('DELETE', '/connectors/' + enc(name) + '/offsets');
           return (r && r.message) || 'The offsets were reset';
         },
-        done: (ok) => {
-          if (ok) afterChange();
-        },
+        done: (ok) => (ok ? afterChange() : null),
       });
     } catch (err) {
       showError('Cannot reset ' + name, err);
@@ -1163,10 +1199,11 @@
     }
   });
 
-  function afterChange() {
-    loadPartitions();
-    loadSummary();
-    if (cv.historyPartition !== undefined) loadHistory();
+  /** Reads the page, the summary and the history again after a change (answers when done). */
+  async function afterChange() {
+    await loadPartitions();
+    await loadSummary();
+    if (cv.historyPartition !== undefined) await loadHistory();
   }
 
   let searchTimer = 0;
@@ -1546,9 +1583,7 @@
           const r = await api('POST', '/connectors/' + enc(name) + '/offsets/rewind', { body: Object.assign({}, body, { dry_run: false }) });
           return (r && r.message) || 'Rewound ' + what + ' to ' + (r && r.at ? r.at : to);
         },
-        done: (ok) => {
-          if (ok) afterChange();
-        },
+        done: (ok) => (ok ? afterChange() : null),
       });
     } catch (e) {
       rewindError(e.message);
