@@ -1339,7 +1339,7 @@
       const li = el('li', 'change-item');
       const head = el('div', 'change-head');
       head.appendChild(timeEl(c.at));
-      head.appendChild(el('span', 'writer', 'by ' + (c.writer || 'unknown') + (c.seq !== undefined ? ' (seq ' + c.seq + ')' : '')));
+      head.appendChild(el('span', 'writer', c.writer ? 'by ' + c.writer + (c.seq !== undefined ? ' (seq ' + c.seq + ')' : '') : 'no writer recorded'));
       const use = button('Use this time', 'use-time link', 'Rewind to ' + c.at);
       use.addEventListener('click', () => setRewindTime(c.at, true));
       head.appendChild(use);
@@ -1481,7 +1481,7 @@
       const v0 = f0 !== undefined && c.to && typeof c.to[f0] === 'number' ? c.to[f0] : null;
       if (v0 !== null) py = yFor[0](v0);
       const pt = svg('circle', { class: 'point' + (c.to === null ? ' reset' : ''), cx: px.toFixed(1), cy: py.toFixed(1), r: 4, 'data-at': c.at });
-      pt.appendChild(svg('title', {}, c.at + (c.to === null ? ': reset' : ': ' + json(c.to)) + ' by ' + c.writer));
+      pt.appendChild(svg('title', {}, c.at + (c.to === null ? ': reset' : ': ' + json(c.to)) + (c.writer ? ' by ' + c.writer : '')));
       points.appendChild(pt);
       fields.forEach((f, i) => {
         if (i === 0 || !c.to || typeof c.to[f] !== 'number') return;
