@@ -37,6 +37,7 @@ mod expire;
 mod history;
 mod http;
 mod ops;
+mod orphans;
 mod serve;
 mod wal;
 
@@ -125,6 +126,10 @@ enum Command {
     /// Sets a connector's offsets (all, or one partition) to what they were at a time or seq, in
     /// one atomic batch; partitions that had no offset then are reset. --dry-run prints the moves.
     Rewind(history::RewindArgs),
+    /// Connectors that hold offsets but have no config in the Connect cluster (deleted: a new one
+    /// of the same name would resume from them), with partitions and last write; --reset NAME or
+    /// --reset-all resets them (--dry-run prints each partition and writes nothing).
+    Orphans(orphans::OrphansArgs),
     /// The write-ahead log: inspect its frames, repair it.
     Wal {
         #[command(subcommand)]
@@ -200,6 +205,7 @@ fn run(command: Command) -> connect_offsets::Result<ExitCode> {
         Command::Lag(a) => ops::lag(a),
         Command::History(a) => history::show(a),
         Command::Rewind(a) => history::rewind(a),
+        Command::Orphans(a) => orphans::run(a),
         Command::Wal { command } => wal::run(command),
         Command::Serve(a) => serve::run(a),
         Command::Bench(args) => bench::run(args).map(|()| ExitCode::SUCCESS),

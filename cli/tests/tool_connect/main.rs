@@ -12,3 +12,4 @@ mod connect_interop;
 mod connect_pair;
 mod connect_sink;
 mod connect_sink_group;
+mod orphans;
