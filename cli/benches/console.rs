@@ -28,7 +28,10 @@ const CONNECTOR: &str = "big";
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
-        .map(|v| v.parse().unwrap_or_else(|_| panic!("{name}={v}: not a number")))
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
+        })
         .unwrap_or(default)
 }
 
@@ -69,7 +72,10 @@ fn marks(b: &Browser) -> Vec<f64> {
 
 fn main() {
     let real = std::env::args().any(|a| a == "--bench");
-    let partitions = env_usize("CONSOLE_BENCH_PARTITIONS", if real { 100_000 } else { 1_000 });
+    let partitions = env_usize(
+        "CONSOLE_BENCH_PARTITIONS",
+        if real { 100_000 } else { 1_000 },
+    );
     let loads = env_usize("CONSOLE_BENCH_LOADS", if real { 7 } else { 1 }).max(1);
     browser_util::require_chromium();
 
@@ -121,7 +127,12 @@ fn main() {
         api_ms.push(t.elapsed().as_secs_f64() * 1000.0);
         assert_eq!(st, 200, "GET {api}: {body}");
         let v: Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(v["total"], json!(partitions), "{}", &body[..body.len().min(300)]);
+        assert_eq!(
+            v["total"],
+            json!(partitions),
+            "{}",
+            &body[..body.len().min(300)]
+        );
     }
 
     let b = Browser::start();
@@ -140,7 +151,8 @@ fn main() {
         assert!(rows > 0, "partitions-rendered marked with no row shown");
         let info = b.find("#page-info").text();
         assert!(
-            info.replace([',', ' ', '\u{202f}', '\u{a0}', '.'], "").contains(&partitions.to_string()),
+            info.replace([',', ' ', '\u{202f}', '\u{a0}', '.'], "")
+                .contains(&partitions.to_string()),
             "#page-info `{info}` does not count {partitions}"
         );
         if i > 0 {
@@ -156,10 +168,7 @@ fn main() {
     let mut next_ms = Vec::new();
     for _ in 0..loads {
         let before = marks(&b).len();
-        let clicked = b
-            .exec("return performance.now()", vec![])
-            .as_f64()
-            .unwrap();
+        let clicked = b.exec("return performance.now()", vec![]).as_f64().unwrap();
         b.find("#page-next").click();
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut got = None;
@@ -184,11 +193,11 @@ fn main() {
         "console, connector view of {partitions} partitions (RocksDB with history, headless Chromium, {} cores):",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
+    summary("  navigation start -> partitions-rendered", &mut load_ms);
     summary(
-        "  navigation start -> partitions-rendered",
-        &mut load_ms,
+        "  GET .../offsets/partitions (first page, alone)",
+        &mut api_ms,
     );
-    summary("  GET .../offsets/partitions (first page, alone)", &mut api_ms);
     if !next_ms.is_empty() {
         summary("  #page-next click -> partitions-rendered", &mut next_ms);
     }

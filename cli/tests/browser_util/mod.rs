@@ -332,10 +332,12 @@ impl Browser {
     /// [`Browser::exec`] returning an element.
     pub fn exec_element(&self, script: &str, args: Vec<Value>) -> Option<Element<'_>> {
         let v = self.exec(script, args);
-        v.get(ELEMENT_KEY).and_then(|id| id.as_str()).map(|id| Element {
-            b: self,
-            id: id.to_string(),
-        })
+        v.get(ELEMENT_KEY)
+            .and_then(|id| id.as_str())
+            .map(|id| Element {
+                b: self,
+                id: id.to_string(),
+            })
     }
 
     /// The element a script returned (a W3C element reference).
@@ -438,7 +440,12 @@ impl Browser {
     }
 
     /// [`Browser::wait_until`] with another timeout.
-    pub fn wait_for<T>(&self, what: &str, timeout: Duration, mut cond: impl FnMut() -> Option<T>) -> T {
+    pub fn wait_for<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut cond: impl FnMut() -> Option<T>,
+    ) -> T {
         let deadline = Instant::now() + timeout;
         loop {
             WAITING.set(WAITING.get() + 1);
@@ -555,7 +562,11 @@ impl Browser {
     pub fn csp_violations(&self) -> Vec<String> {
         self.page_problems()
             .into_iter()
-            .filter(|p| p.contains("CSP") || p.contains("Content Security Policy") || p.contains("Refused to"))
+            .filter(|p| {
+                p.contains("CSP")
+                    || p.contains("Content Security Policy")
+                    || p.contains("Refused to")
+            })
             .collect()
     }
 
@@ -601,7 +612,9 @@ impl<'a> Element<'a> {
     }
 
     pub fn try_click(&self) -> Result<(), WdError> {
-        self.b.try_cmd("POST", &self.path("/click"), json!({})).map(|_| ())
+        self.b
+            .try_cmd("POST", &self.path("/click"), json!({}))
+            .map(|_| ())
     }
 
     /// Clicks it as a mouse does (it must be visible and enabled; scrolled into view first).
@@ -637,7 +650,11 @@ impl<'a> Element<'a> {
     /// An attribute, as written in the document.
     pub fn attr(&self, name: &str) -> Option<String> {
         self.b
-            .cmd("GET", &self.path(&format!("/attribute/{name}")), Value::Null)
+            .cmd(
+                "GET",
+                &self.path(&format!("/attribute/{name}")),
+                Value::Null,
+            )
             .as_str()
             .map(str::to_string)
     }
@@ -690,8 +707,10 @@ impl<'a> Element<'a> {
 
     /// The first element inside it matching `css`, waiting for it.
     pub fn find(&self, css: &str) -> Element<'a> {
-        self.b
-            .wait_until(&format!("an element `{css}` in {}", self.describe()), || self.try_find(css))
+        self.b.wait_until(
+            &format!("an element `{css}` in {}", self.describe()),
+            || self.try_find(css),
+        )
     }
 
     /// Every element inside it matching `css`, now.
@@ -711,7 +730,10 @@ impl<'a> Element<'a> {
     /// Whether it is the same DOM node as `other`.
     pub fn is(&self, other: &Element<'_>) -> bool {
         self.b
-            .exec("return arguments[0] === arguments[1]", vec![self.json(), other.json()])
+            .exec(
+                "return arguments[0] === arguments[1]",
+                vec![self.json(), other.json()],
+            )
             .as_bool()
             .unwrap_or(false)
     }
@@ -719,7 +741,10 @@ impl<'a> Element<'a> {
     /// Whether it matches `css`.
     pub fn matches(&self, css: &str) -> bool {
         self.b
-            .exec("return arguments[0].matches(arguments[1])", vec![self.json(), json!(css)])
+            .exec(
+                "return arguments[0].matches(arguments[1])",
+                vec![self.json(), json!(css)],
+            )
             .as_bool()
             .unwrap_or(false)
     }

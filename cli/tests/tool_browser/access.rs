@@ -12,11 +12,7 @@ use crate::http_util::call;
 
 /// `tag#id.classes` of an element, for the lists of focus stops.
 fn stop(e: &Element<'_>) -> String {
-    e.describe()
-        .split(" \"")
-        .next()
-        .unwrap_or("")
-        .to_string()
+    e.describe().split(" \"").next().unwrap_or("").to_string()
 }
 
 /// Presses Tab until the focused element matches `css` (at most `max` times); returns the stops
@@ -54,7 +50,11 @@ fn the_keyboard_reaches_every_action_and_the_dialog_traps_focus() {
     connector_row(&b, "jdbc-orders");
 
     // From the top of the connectors view, Tab reaches the connector's link; Enter opens it.
-    let stops = tab_to(&b, "#connectors tr[data-connector=\"jdbc-orders\"] .open", 80);
+    let stops = tab_to(
+        &b,
+        "#connectors tr[data-connector=\"jdbc-orders\"] .open",
+        80,
+    );
     println!("connectors view, focus stops: {stops:?}");
     b.press(keys::ENTER);
     b.find_visible("#connector");
@@ -100,7 +100,11 @@ fn the_keyboard_reaches_every_action_and_the_dialog_traps_focus() {
     tab_to(&b, "#partitions .reset", 40);
     b.press(keys::ENTER);
     dialog_changes(&b);
-    assert!(focus_in_dialog(&b), "the dialog takes the focus: {}", b.active().describe());
+    assert!(
+        focus_in_dialog(&b),
+        "the dialog takes the focus: {}",
+        b.active().describe()
+    );
     for i in 0..8 {
         b.press(keys::TAB);
         assert!(
@@ -140,7 +144,9 @@ fn the_keyboard_reaches_every_action_and_the_dialog_traps_focus() {
         tab_to(&b, "#dialog-confirm", 10);
     }
     b.press(keys::ENTER);
-    b.wait_until("#dialog closed after Enter on confirm", || dialog_closed(&b).then_some(()));
+    b.wait_until("#dialog closed after Enter on confirm", || {
+        dialog_closed(&b).then_some(())
+    });
     toast(&b);
     assert_eq!(store.get("jdbc-orders", &json!({"table": "orders"})), None);
 
@@ -169,9 +175,14 @@ fn the_keyboard_reaches_every_action_and_the_dialog_traps_focus() {
         tab_to(&b, "#dialog-confirm", 10);
     }
     b.press(keys::ENTER);
-    b.wait_until("#dialog closed after the keyboard edit", || dialog_closed(&b).then_some(()));
+    b.wait_until("#dialog closed after the keyboard edit", || {
+        dialog_closed(&b).then_some(())
+    });
     toast(&b);
-    assert_eq!(store.get("jdbc-orders", &t001), Some(json!({"lsn": 11, "txid": 110})));
+    assert_eq!(
+        store.get("jdbc-orders", &t001),
+        Some(json!({"lsn": 11, "txid": 110}))
+    );
 
     // The history panel and its rewind buttons by keyboard.
     tab_to(&b, "#partitions .history", 40);
@@ -239,14 +250,20 @@ fn every_control_has_a_label() {
         !label_of(&b, "#import-file").is_empty(),
         "#import-file has a <label>"
     );
-    assert!(!label_of(&b, "#progress").is_empty(), "#progress has a <label>");
+    assert!(
+        !label_of(&b, "#progress").is_empty(),
+        "#progress has a <label>"
+    );
 
     open_connector(&b, &serve, "jdbc-orders");
     let orders = json!({"table": "orders"});
     partition_row(&b, &orders);
     all.extend(labels_in(&b, "the connector view"));
     assert_eq!(label_of(&b, "#partition-search"), "Search partitions");
-    assert!(!label_of(&b, "#partition-sort").is_empty(), "#partition-sort has a <label>");
+    assert!(
+        !label_of(&b, "#partition-sort").is_empty(),
+        "#partition-sort has a <label>"
+    );
 
     partition_row(&b, &orders).find(".edit").click();
     b.find("#partitions textarea.offset-editor");
@@ -272,7 +289,10 @@ fn every_control_has_a_label() {
         .unwrap()
         .trim()
         .to_string();
-    assert!(!named.is_empty(), "#dialog is labelled (aria-labelledby or aria-label)");
+    assert!(
+        !named.is_empty(),
+        "#dialog is labelled (aria-labelledby or aria-label)"
+    );
     assert_eq!(dialog.tag(), "dialog");
     assert_eq!(b.find("#toast").attr("role").as_deref(), Some("status"));
     println!("labels: {all:#?}");
@@ -297,7 +317,11 @@ fn the_page_lives_under_a_strict_content_security_policy() {
     assert_eq!(st, 200);
     assert!(ctype.starts_with("text/html"), "{ctype}");
     let csp = page_header(&serve.url("/"), "content-security-policy");
-    assert_eq!(csp.as_deref(), Some(CSP), "the page's Content-Security-Policy");
+    assert_eq!(
+        csp.as_deref(),
+        Some(CSP),
+        "the page's Content-Security-Policy"
+    );
     for (path, want) in [
         ("/console/console.js", "javascript"),
         ("/console/console.css", "text/css"),
@@ -307,16 +331,27 @@ fn the_page_lives_under_a_strict_content_security_policy() {
         assert!(ctype.contains(want), "{path}: {ctype}");
     }
     let lower = html.to_lowercase();
-    for bad in [" style=", " onclick=", " onload=", " onsubmit=", "javascript:"] {
+    for bad in [
+        " style=",
+        " onclick=",
+        " onload=",
+        " onsubmit=",
+        "javascript:",
+    ] {
         assert!(!lower.contains(bad), "the page's HTML holds `{bad}`");
     }
     for tag in lower.match_indices("<script").map(|(i, _)| &lower[i..]) {
         let end = tag.find('>').unwrap();
-        assert!(tag[..end].contains("src="), "an inline script: {}", &tag[..end]);
+        assert!(
+            tag[..end].contains("src="),
+            "an inline script: {}",
+            &tag[..end]
+        );
     }
     for external in ["http://", "https://", "//cdn"] {
         assert!(
-            !lower.contains(&format!("src=\"{external}")) && !lower.contains(&format!("href=\"{external}")),
+            !lower.contains(&format!("src=\"{external}"))
+                && !lower.contains(&format!("href=\"{external}")),
             "the page loads from elsewhere ({external})"
         );
     }
@@ -324,8 +359,14 @@ fn the_page_lives_under_a_strict_content_security_policy() {
     let b = browser();
     open_console(&b, &serve);
     connector_row(&b, "jdbc-orders");
-    let token = b.find("meta[name=\"csrf-token\"]").attr("content").unwrap_or_default();
-    assert!(token.len() >= 16, "the page carries its CSRF token: `{token}`");
+    let token = b
+        .find("meta[name=\"csrf-token\"]")
+        .attr("content")
+        .unwrap_or_default();
+    assert!(
+        token.len() >= 16,
+        "the page carries its CSRF token: `{token}`"
+    );
     assert_no_page_problems(&b, "the connectors view");
     open_connector(&b, &serve, "jdbc-orders");
     let orders = json!({"table": "orders"});
@@ -346,7 +387,11 @@ fn the_page_lives_under_a_strict_content_security_policy() {
          document.body.appendChild(s); return window.__inlineRan === true",
         vec![],
     );
-    assert_eq!(ran, json!(false), "an inline script ran: the policy is not enforced");
+    assert_eq!(
+        ran,
+        json!(false),
+        "an inline script ran: the policy is not enforced"
+    );
     let seen = b.wait_until("the refused inline script reported", || {
         let v = b.csp_violations();
         (!v.is_empty()).then_some(v)
@@ -416,13 +461,21 @@ fn cross_site_and_tokenless_requests_change_nothing() {
            headers: {'Content-Type': 'application/json'}, body: arguments[0]}).then(r => r.status)",
         vec![json!(doc)],
     );
-    assert_eq!(status, json!(403), "a same-origin request without X-CSRF-Token");
+    assert_eq!(
+        status,
+        json!(403),
+        "a same-origin request without X-CSRF-Token"
+    );
     let status = b.exec(
         "return fetch('/connectors/jdbc-orders/offsets', {method: 'DELETE', \
            headers: {'X-CSRF-Token': 'not-the-token'}}).then(r => r.status)",
         vec![],
     );
-    assert_eq!(status, json!(403), "a same-origin request with a wrong X-CSRF-Token");
+    assert_eq!(
+        status,
+        json!(403),
+        "a same-origin request with a wrong X-CSRF-Token"
+    );
     assert_eq!(store.offsets("jdbc-orders").len(), 4, "nothing written");
     // With the page's token, the same request is taken (a dry run).
     let status = b.exec(
@@ -455,7 +508,10 @@ fn with_a_token_the_page_signs_in() {
     let b = browser();
     b.goto(&serve.url("/"));
     let signin = b.find_visible("#signin");
-    assert!(!label_of(&b, "#signin-token").is_empty(), "#signin-token has a <label>");
+    assert!(
+        !label_of(&b, "#signin-token").is_empty(),
+        "#signin-token has a <label>"
+    );
     assert!(
         b.try_find("#connectors tr[data-connector]").is_none(),
         "nothing shown without the token"
@@ -476,7 +532,10 @@ fn with_a_token_the_page_signs_in() {
     b.find("#signin-submit").click();
     connector_row(&b, "jdbc-orders");
     b.wait_until("#signin hidden", || (!signin.displayed()).then_some(()));
-    assert!(!b.current_url().contains(token), "the token is not in the URL");
+    assert!(
+        !b.current_url().contains(token),
+        "the token is not in the URL"
+    );
     // Kept for the session: a reload goes straight to the connectors.
     b.refresh();
     connector_row(&b, "jdbc-orders");
@@ -486,7 +545,9 @@ fn with_a_token_the_page_signs_in() {
     );
     // Modifying works with the token.
     open_connector(&b, &serve, "jdbc-orders");
-    partition_row(&b, &json!({"table": "t002"})).find(".reset").click();
+    partition_row(&b, &json!({"table": "t002"}))
+        .find(".reset")
+        .click();
     dialog_changes(&b);
     confirm(&b);
     assert_eq!(store.get("jdbc-orders", &json!({"table": "t002"})), None);

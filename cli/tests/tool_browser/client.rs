@@ -72,18 +72,27 @@ fn the_webdriver_client_drives_a_static_page() {
     b.find("#open").focus();
     b.press(keys::ENTER);
     let dialog = b.find("#dialog");
-    b.wait_until("the dialog open", || dialog.prop("open").as_bool().filter(|o| *o));
+    b.wait_until("the dialog open", || {
+        dialog.prop("open").as_bool().filter(|o| *o)
+    });
     assert!(
-        b.exec("return document.getElementById('dialog').contains(document.activeElement)", vec![])
-            .as_bool()
-            .unwrap()
+        b.exec(
+            "return document.getElementById('dialog').contains(document.activeElement)",
+            vec![]
+        )
+        .as_bool()
+        .unwrap()
     );
     b.press(keys::ESCAPE);
-    b.wait_until("the dialog closed", || (dialog.prop("open") == json!(false)).then_some(()));
+    b.wait_until("the dialog closed", || {
+        (dialog.prop("open") == json!(false)).then_some(())
+    });
 
     // Scripts: values, elements, arguments.
     assert_eq!(b.exec("return 1 + arguments[0]", vec![json!(2)]), json!(3));
-    let h1 = b.exec_element("return document.querySelector('h1')", vec![]).unwrap();
+    let h1 = b
+        .exec_element("return document.querySelector('h1')", vec![])
+        .unwrap();
     assert!(h1.is(&b.find("#title")));
     assert_eq!(h1.tag(), "h1");
     assert_eq!(b.find("#go").attr("id").as_deref(), Some("go"));

@@ -275,7 +275,12 @@ pub fn confirm(b: &Browser) -> String {
 pub fn toast(b: &Browser) -> String {
     let t = b.find("#toast");
     b.wait_until("a message in #toast", || {
-        let text = t.prop("textContent").as_str().unwrap_or("").trim().to_string();
+        let text = t
+            .prop("textContent")
+            .as_str()
+            .unwrap_or("")
+            .trim()
+            .to_string();
         (!text.is_empty()).then_some(text)
     })
 }

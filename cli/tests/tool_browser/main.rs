@@ -4,7 +4,9 @@
 //! land in `$CARGO_TARGET_TMPDIR/console-screenshots/` (their paths are printed).
 //!
 //! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver` (`scripts/setup` installs them): without
-//! them every test fails, saying so.
+//! them every test fails, saying so. `connect` (feature `kafka`) also needs the test broker
+//! (`scripts/kafka start`) and starts a Kafka Connect worker (`scripts/connect`); the others need
+//! no broker.
 
 #[path = "../browser_util/mod.rs"]
 mod browser_util;
@@ -12,9 +14,17 @@ mod browser_util;
 mod cli_util;
 #[path = "../http_util/mod.rs"]
 mod http_util;
+#[cfg(feature = "kafka")]
+#[path = "../../../tests/kafka_util/mod.rs"]
+mod kafka_util;
+#[cfg(feature = "kafka")]
+#[path = "../../../tests/kafka_util/scripts.rs"]
+mod scripts;
 
 mod access;
 mod client;
+mod connect;
 mod fixture;
 mod refusals;
+mod secrets;
 mod walkthrough;

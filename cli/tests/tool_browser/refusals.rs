@@ -32,7 +32,10 @@ fn refused_with(b: &Browser, words: &[&str]) -> String {
     ] {
         for e in b.find_all(css) {
             if e.displayed() {
-                assert!(!e.enabled(), "{css} is enabled while modifications are refused ({reason})");
+                assert!(
+                    !e.enabled(),
+                    "{css} is enabled while modifications are refused ({reason})"
+                );
             }
         }
     }
@@ -44,8 +47,12 @@ fn allowed_again(b: &Browser) {
     b.wait_until("modifications allowed again", || {
         b.refresh();
         b.find_visible("#connector");
-        let shown = b.try_find("#modify-disabled").is_some_and(|e| e.displayed());
-        let enabled = b.try_find("#reset-all").is_some_and(|e| e.displayed() && e.enabled());
+        let shown = b
+            .try_find("#modify-disabled")
+            .is_some_and(|e| e.displayed());
+        let enabled = b
+            .try_find("#reset-all")
+            .is_some_and(|e| e.displayed() && e.enabled());
         (!shown && enabled).then_some(())
     });
 }
@@ -64,7 +71,9 @@ fn a_store_held_by_a_running_writer_disables_modifications_with_the_reason() {
     cfg.flush_interval = None;
     let buffer = CommitBuffer::open(Arc::clone(&held), cfg).unwrap();
     let key = OffsetKey::new("jdbc-orders", Partition::new().with("table", "orders"));
-    buffer.offer(key.clone(), Offset::new().with("lsn", 500)).unwrap();
+    buffer
+        .offer(key.clone(), Offset::new().with("lsn", 500))
+        .unwrap();
     buffer.commit_with(Durability::Store).wait().unwrap();
     let serve = store.serve(&["--wal-dir", wal.to_str().unwrap()]);
     let b = browser();
@@ -74,7 +83,10 @@ fn a_store_held_by_a_running_writer_disables_modifications_with_the_reason() {
     println!("held store: #modify-disabled says: {reason}");
     shot(&b, "20-refused-store-held");
     // Nothing was written by the page (the writer's own commit stands).
-    assert_eq!(held.get(&key).unwrap(), Some(Offset::new().with("lsn", 500)));
+    assert_eq!(
+        held.get(&key).unwrap(),
+        Some(Offset::new().with("lsn", 500))
+    );
 
     // The worker stops: the console modifies again.
     buffer.close().unwrap();

@@ -32,8 +32,12 @@ fn a_person_finds_edits_resets_rewinds_and_imports() {
         !row.find(".last-write").text().trim().is_empty(),
         "a last write time is shown"
     );
+    for cell in [".state", ".lag", ".alarms"] {
+        row.find(cell);
+    }
     assert!(
-        b.try_find("#connectors tr[data-connector^=\"__\"]").is_none(),
+        b.try_find("#connectors tr[data-connector^=\"__\"]")
+            .is_none(),
         "the store's own namespaces (history) are not connectors"
     );
     shot(&b, "01-connectors");
@@ -92,7 +96,11 @@ fn a_person_finds_edits_resets_rewinds_and_imports() {
     // 3. Search: `orders` finds the one partition.
     let found = search(&b, "orders", 1);
     assert_eq!(found, vec![orders.clone()]);
-    assert!(b.find("#page-info").text().contains("of 1"), "{}", b.find("#page-info").text());
+    assert!(
+        b.find("#page-info").text().contains("of 1"),
+        "{}",
+        b.find("#page-info").text()
+    );
     // Searching by a field's JSON text works too.
     let found = search(&b, "\"table\":\"t11", 10);
     assert_eq!(found.len(), 10, "t110..t119: {found:?}");
@@ -105,8 +113,12 @@ fn a_person_finds_edits_resets_rewinds_and_imports() {
     let row = partition_row(&b, &orders);
     row.find(".edit").click();
     let editor = b.find("#partitions textarea.offset-editor");
-    let current: Value = serde_json::from_str(&editor.value())
-        .unwrap_or_else(|e| panic!("the editor starts with the offset as JSON: {e}: {}", editor.value()));
+    let current: Value = serde_json::from_str(&editor.value()).unwrap_or_else(|e| {
+        panic!(
+            "the editor starts with the offset as JSON: {e}: {}",
+            editor.value()
+        )
+    });
     assert_eq!(current, json!({"lsn": 100, "txid": 1000}));
     for (bad, why) in [
         (r#"{"lsn": 150,"#, "not JSON"),
@@ -125,7 +137,10 @@ fn a_person_finds_edits_resets_rewinds_and_imports() {
             Some("alert"),
             "the field error is an alert"
         );
-        assert!(dialog_closed(&b), "{why}: no dry run dialog for a refused value");
+        assert!(
+            dialog_closed(&b),
+            "{why}: no dry run dialog for a refused value"
+        );
         println!("field error for {why}: {}", err.text());
         if why == "an array field" {
             shot(&b, "04-edit-field-error");
@@ -177,17 +192,29 @@ fn a_person_finds_edits_resets_rewinds_and_imports() {
     partition_row(&b, &t007).find(".reset").click();
     let changes = dialog_changes(&b);
     assert_eq!(changes.len(), 1, "{changes:?}");
-    assert!(changes[0].contains("t007") && changes[0].contains("70"), "{}", changes[0]);
+    assert!(
+        changes[0].contains("t007") && changes[0].contains("70"),
+        "{}",
+        changes[0]
+    );
     shot(&b, "07-reset-dry-run");
-    assert!(store.get("jdbc-orders", &t007).is_some(), "the dry run writes nothing");
+    assert!(
+        store.get("jdbc-orders", &t007).is_some(),
+        "the dry run writes nothing"
+    );
     // Cancel first: nothing written.
     b.find("#dialog-cancel").click();
-    b.wait_until("#dialog closed on cancel", || dialog_closed(&b).then_some(()));
+    b.wait_until("#dialog closed on cancel", || {
+        dialog_closed(&b).then_some(())
+    });
     assert!(store.get("jdbc-orders", &t007).is_some(), "cancelled");
     partition_row(&b, &t007).find(".reset").click();
     dialog_changes(&b);
     let msg = confirm(&b);
-    assert!(msg.contains("altered") || msg.contains("reset"), "toast: {msg}");
+    assert!(
+        msg.contains("altered") || msg.contains("reset"),
+        "toast: {msg}"
+    );
     assert_eq!(store.get("jdbc-orders", &t007), None);
     b.wait_until("the reset partition gone from the table", || {
         partition_rows(&b)
@@ -238,7 +265,9 @@ fn a_person_finds_edits_resets_rewinds_and_imports() {
     let rewind_time = b.find("#rewind-time");
     let picked = b.wait_until("a time picked on the chart", || {
         let v = rewind_time.value();
-        connect_offsets::time::parse_rfc3339(&v).is_ok().then_some(v)
+        connect_offsets::time::parse_rfc3339(&v)
+            .is_ok()
+            .then_some(v)
     });
     println!("picked on the chart: {picked}");
     shot(&b, "09-history");
@@ -247,21 +276,33 @@ fn a_person_finds_edits_resets_rewinds_and_imports() {
     rewind_time.send_keys(&between);
     b.find("#rewind-connector").click();
     let changes = dialog_changes(&b);
-    assert_eq!(changes.len(), 1, "only orders moved since {between}: {changes:?}");
+    assert_eq!(
+        changes.len(),
+        1,
+        "only orders moved since {between}: {changes:?}"
+    );
     assert!(
         changes[0].contains("orders") && changes[0].contains("400") && changes[0].contains("300"),
         "{}",
         changes[0]
     );
     shot(&b, "10-rewind-dry-run");
-    assert_eq!(store.offsets("jdbc-orders"), before, "the dry run writes nothing");
+    assert_eq!(
+        store.offsets("jdbc-orders"),
+        before,
+        "the dry run writes nothing"
+    );
     let msg = confirm(&b);
     println!("rewind: {msg}");
     assert_eq!(
         store.get("jdbc-orders", &orders),
         Some(json!({"lsn": 300, "txid": 3000}))
     );
-    assert_eq!(store.get("jdbc-orders", &t007), None, "t007 had no offset then");
+    assert_eq!(
+        store.get("jdbc-orders", &t007),
+        None,
+        "t007 had no offset then"
+    );
     assert_eq!(store.offsets("jdbc-orders").len(), 120);
     shot(&b, "11-rewound");
     // One partition, further back: to before the console's edit.
@@ -271,7 +312,11 @@ fn a_person_finds_edits_resets_rewinds_and_imports() {
     b.find("#rewind-partition").click();
     let changes = dialog_changes(&b);
     assert_eq!(changes.len(), 1, "{changes:?}");
-    assert!(changes[0].contains("300") && changes[0].contains("100"), "{}", changes[0]);
+    assert!(
+        changes[0].contains("300") && changes[0].contains("100"),
+        "{}",
+        changes[0]
+    );
     confirm(&b);
     assert_eq!(
         store.get("jdbc-orders", &orders),
@@ -305,6 +350,13 @@ fn a_person_finds_edits_resets_rewinds_and_imports() {
     assert_eq!(changes.len(), 3, "{changes:#?}");
     assert!(changes.iter().any(|c| c.contains("999")), "{changes:#?}");
     assert!(changes.iter().any(|c| c.contains("42")), "{changes:#?}");
+    // The upload's progress, complete once the dry run is shown.
+    assert!(progress.displayed(), "#progress shows the upload");
+    assert_eq!(
+        progress.prop("value").as_f64(),
+        progress.prop("max").as_f64(),
+        "#progress at its end once uploaded"
+    );
     shot(&b, "12-import-dry-run");
     assert!(
         !store.connectors().contains(&"imported-sink".to_string()),
@@ -342,8 +394,7 @@ fn a_person_finds_edits_resets_rewinds_and_imports() {
     // 9. Export: every connector's offsets, as the CLI exports them.
     b.find("#export-all").click();
     let file = b.wait_download(|n| n.ends_with(".json"));
-    let downloaded: Value =
-        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let downloaded: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let cli = store.export_all();
     for (name, doc) in cli["connectors"].as_object().unwrap() {
         if name.starts_with("__") {
@@ -356,6 +407,24 @@ fn a_person_finds_edits_resets_rewinds_and_imports() {
         );
     }
     println!("downloaded {}", file.display());
+    assert!(
+        downloaded["connectors"].get("late-arrival").is_some(),
+        "every connector: {downloaded}"
+    );
+    // One connector's, from its view.
+    open_connector(&b, &serve, "jdbc-orders");
+    partition_row(&b, &orders);
+    b.find("#export-connector").click();
+    let file = b.wait_download(|n| n.contains("jdbc-orders"));
+    let downloaded: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let cli: Value =
+        serde_json::from_str(&store.cli_ok(&["export", "--connector", "jdbc-orders"])).unwrap();
+    assert_eq!(
+        same_offsets(&downloaded),
+        same_offsets(&cli),
+        "jdbc-orders downloaded from its view as the CLI exports it"
+    );
+    println!("downloaded {}", file.display());
     assert_no_page_problems(&b, "exporting");
 }
 
@@ -363,9 +432,7 @@ fn a_person_finds_edits_resets_rewinds_and_imports() {
 /// picking the option), and checks the select took it.
 pub fn select_option(b: &crate::browser_util::Browser, css: &str, value: &str) {
     let select = b.find(css);
-    select
-        .find(&format!("option[value=\"{value}\"]"))
-        .click();
+    select.find(&format!("option[value=\"{value}\"]")).click();
     b.wait_until(&format!("{css} set to {value}"), || {
         (select.value() == value).then_some(())
     });
