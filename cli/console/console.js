@@ -863,7 +863,12 @@
       const s = list[name] && list[name].summary;
       renderConnectorSummary(s || null);
     } catch (e) {
-      if (cv.name === name) $('#connector-summary').textContent = 'Cannot read the connector\'s summary: ' + e.message;
+      if (cv.name === name) {
+        $('#connector-summary').textContent = 'Cannot read the connector\'s summary: ' + e.message;
+        // What refuses the read (a running writer holding the store) refuses a change too.
+        cv.modifiable = { ok: false, reason: e.message };
+        applyModifiable();
+      }
     }
     if (cv.name === name) cv.summaryTimer = setTimeout(loadSummary, SUMMARY_POLL_MS);
   }

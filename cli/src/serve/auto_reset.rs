@@ -37,8 +37,8 @@ fn round(
     gone_since: &mut BTreeMap<String, Instant>,
 ) -> Result<(), String> {
     let cluster = read_connect_configs(configs_url).map_err(|e| e.to_string())?;
-    let configured = cluster.names().map(str::to_string).collect();
     let mut server = server.lock().unwrap_or_else(|p| p.into_inner());
+    let configured = cluster.in_use(server.url()).map_err(|e| e.to_string())?;
     let found = {
         let handle = server.open().map_err(|e| e.to_string())?;
         crate::orphans::find(handle.get(), &configured).map_err(|e| e.to_string())?

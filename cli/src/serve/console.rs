@@ -193,7 +193,7 @@ impl Server {
     }
 
     /// The URL the store is opened from.
-    fn url(&self) -> &str {
+    pub(super) fn url(&self) -> &str {
         match &self.access {
             Access::Shared(_) => &self.raw_url,
             Access::PerRequest(url) => url,
@@ -598,10 +598,13 @@ impl Server {
         )
     }
 
-    /// The configured connectors, or the 400 saying orphans need `--connect-configs`.
+    /// The connectors whose offsets are in use, or the 400 saying orphans need
+    /// `--connect-configs`.
     fn configured(&self) -> std::result::Result<BTreeSet<String>, Reply> {
         match self.cluster()? {
-            Some(c) => Ok(c.names().map(str::to_string).collect()),
+            Some(c) => c
+                .in_use(self.url())
+                .map_err(|e| Reply::error(500, &e.to_string())),
             None => Err(Reply::error(
                 400,
                 "which connectors are gone is known from Connect's config topic: serve with --connect-configs kafka://<brokers>/<config topic>",
@@ -627,10 +630,11 @@ impl Server {
             .iter()
             .map(|o| {
                 format!(
-                    "{{\"name\":{},\"partitions\":{},\"last_write\":{}}}",
+                    "{{\"name\":{},\"partitions\":{},\"last_write\":{},\"type\":\"{}\"}}",
                     quoted(&o.name),
                     o.partitions,
-                    time_json(o.last_write_ms)
+                    time_json(o.last_write_ms),
+                    if o.sink { "sink" } else { "source" }
                 )
             })
             .collect();

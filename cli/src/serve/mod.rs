@@ -792,6 +792,14 @@ impl Cluster {
     fn names(&self) -> impl Iterator<Item = &str> {
         self.0.keys().map(String::as_str)
     }
+    /// The connectors whose offsets are in use: every configured one, and over consumer groups
+    /// the connector a configured sink's `consumer.override.group.id` stands for.
+    fn in_use(&self, store_url: &str) -> Result<BTreeSet<String>> {
+        crate::orphans::in_use(
+            store_url,
+            self.0.iter().map(|(n, c)| (n.as_str(), c.group.as_deref())),
+        )
+    }
     /// `Some(stopped)` for a configured connector.
     fn connector(&self, name: &str) -> Option<bool> {
         self.0.get(name).map(|c| c.stopped)

@@ -7,6 +7,7 @@ mod cli_util;
 mod http_util;
 
 mod cli;
+mod console_api;
 mod operate;
 mod rest;
 mod wal_cli;
