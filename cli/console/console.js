@@ -325,7 +325,7 @@
       diff.appendChild(el('p', 'nothing', 'Nothing to change'));
       dialogConfirm.disabled = true;
     } else {
-      summary.textContent = (o.summary ? o.summary + ' ' : '') +
+      summary.textContent = (o.summary ? o.summary.replace(/[.;]?\s*$/, '. ') : '') +
         (changes.length === 1 ? '1 partition will change' : changes.length.toLocaleString('en-US') + ' partitions will change') +
         ' (dry run: nothing is written until you apply).';
       diff.appendChild(diffTable(changes));
@@ -1344,7 +1344,7 @@
       const li = el('li', 'change-item');
       const head = el('div', 'change-head');
       head.appendChild(timeEl(c.at));
-      head.appendChild(el('span', 'writer', c.writer ? 'by ' + c.writer + (c.seq !== undefined ? ' (seq ' + c.seq + ')' : '') : 'no writer recorded'));
+      head.appendChild(el('span', 'writer', c.writer ? 'by ' + c.writer + (c.seq !== undefined ? ' (seq ' + c.seq + ')' : '') : 'by a tool (CLI or console)'));
       const use = button('Use this time', 'use-time link', 'Rewind to ' + c.at);
       use.addEventListener('click', () => setRewindTime(c.at, true));
       head.appendChild(use);
