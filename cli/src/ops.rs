@@ -730,6 +730,45 @@ pub(crate) fn migrate(a: MigrateArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The brokers of a Kafka store's URL and the settings to reach them as the store does (its
+/// security settings).
+pub(crate) fn store_brokers(url: &str) -> Option<(String, Vec<(String, String)>)> {
+    let url = connect_offsets::store::StoreUrl::parse(url)
+        .ok()
+        .filter(|u| u.scheme == "kafka" || u.scheme == "kafka-group")?;
+    let brokers = url.location.split('/').next().filter(|h| !h.is_empty())?;
+    let security = url
+        .params
+        .iter()
+        .filter(|(k, _)| {
+            k == "security.protocol" || k.starts_with("sasl.") || k.starts_with("ssl.")
+        })
+        .cloned()
+        .collect();
+    Some((brokers.to_string(), security))
+}
+
+/// A sink connector's lag: over its sink-style partitions (`kafka_topic`, `kafka_partition`,
+/// `kafka_offset`), the sum of log end minus committed offset; `None` without such partitions or
+/// when a log end is unknown.
+pub(crate) fn sink_lag(
+    brokers: &str,
+    security: &[(String, String)],
+    parts: &[(OffsetKey, connect_offsets::Offset)],
+) -> Result<Option<i64>> {
+    let sinks: Vec<(String, i32, i64)> = parts.iter().filter_map(sink_position).collect();
+    if sinks.is_empty() || !cfg!(feature = "kafka") {
+        return Ok(None);
+    }
+    let ends = log_ends(brokers, security, &sinks)?;
+    Ok(sinks.iter().try_fold(0i64, |total, (t, p, committed)| {
+        match ends.get(&(t.clone(), *p)) {
+            Some(Ok(end)) => Some(total + (end - committed).max(0)),
+            _ => None,
+        }
+    }))
+}
+
 fn is_sink_partition(key: &OffsetKey) -> bool {
     key.partition()
         .is_some_and(|p| p.get("kafka_topic").is_some() && p.get("kafka_partition").is_some())
@@ -820,26 +859,10 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
         }
         rows.sort_by(|a, b| a.connector.cmp(&b.connector));
     }
-    let store_url = connect_offsets::store::StoreUrl::parse(&a.store.url())
-        .ok()
-        .filter(|u| u.scheme == "kafka" || u.scheme == "kafka-group");
-    let brokers = a.kafka.clone().or_else(|| {
-        store_url
-            .as_ref()
-            .and_then(|u| u.location.split('/').next().map(str::to_string))
-            .filter(|h| !h.is_empty())
-    });
-    // The store's brokers are reached as the store reaches them: its security settings too.
-    let security: Vec<(String, String)> = match (&a.kafka, &store_url) {
-        (None, Some(u)) => u
-            .params
-            .iter()
-            .filter(|(k, _)| {
-                k == "security.protocol" || k.starts_with("sasl.") || k.starts_with("ssl.")
-            })
-            .cloned()
-            .collect(),
-        _ => Vec::new(),
+    let (brokers, security) = match (&a.kafka, store_brokers(&a.store.url())) {
+        (Some(b), _) => (Some(b.clone()), Vec::new()),
+        (None, Some((b, security))) => (Some(b), security),
+        (None, None) => (None, Vec::new()),
     };
     let sink_note = match &brokers {
         Some(b) if cfg!(feature = "kafka") => {

@@ -228,6 +228,7 @@ impl Server {
             .into_iter()
             .map(|r| (r.connector.clone(), (r.stalled(now), r.backwards > 0)))
             .collect();
+        let brokers = crate::ops::store_brokers(self.url());
         let mut items = Vec::new();
         for name in &names {
             let configured = cluster.as_ref().map(|c| c.0.get(name));
@@ -262,6 +263,14 @@ impl Server {
             });
             let configured_json =
                 configured.map_or("null", |c| if c.is_some() { "true" } else { "false" });
+            // A sink's lag: its topics' log ends, from the store's brokers.
+            let lag = match (sink, &brokers) {
+                (Some(true), Some((b, security))) => crate::ops::sink_lag(b, security, &parts)
+                    .ok()
+                    .flatten()
+                    .map_or("null".into(), |l| l.to_string()),
+                _ => "null".to_string(),
+            };
             let (stalled, backwards) = alarms.get(name).copied().unwrap_or_default();
             let reason = match configured {
                 Some(None) => Some(format!(
@@ -275,7 +284,7 @@ impl Server {
                 reason.as_deref().map_or("null".into(), quoted)
             );
             items.push(format!(
-                "{}:{{\"summary\":{{\"partitions\":{},\"last_write\":{},\"type\":{kind},\"state\":{state},\"configured\":{configured_json},\"alarms\":{{\"stalled\":{stalled},\"backwards\":{backwards}}},\"lag\":null,\"modifiable\":{modifiable}}}}}",
+                "{}:{{\"summary\":{{\"partitions\":{},\"last_write\":{},\"type\":{kind},\"state\":{state},\"configured\":{configured_json},\"alarms\":{{\"stalled\":{stalled},\"backwards\":{backwards}}},\"lag\":{lag},\"modifiable\":{modifiable}}}}}",
                 quoted(name),
                 parts.len(),
                 time_json(last),
