@@ -336,7 +336,8 @@
     }
     dialogConfirm.textContent = o.confirmLabel || 'Apply';
     dialogCancel.disabled = false;
-    dialogState = { apply: o.apply, done: o.done, returnFocus: document.activeElement };
+    // The control that asked (it is disabled while its dry run runs, which moves focus away).
+    dialogState = { apply: o.apply, done: o.done, returnFocus: o.returnFocus || document.activeElement };
     dialog.showModal();
     (dialogConfirm.disabled ? dialogCancel : dialogConfirm).focus();
   }
@@ -682,6 +683,7 @@
     try {
       const dry = await api('DELETE', '/orphans/' + enc(name) + '?dry_run=true');
       confirmChanges({
+        returnFocus: btn,
         title: 'Reset the offsets of orphaned connector ' + name,
         summary: dry.message || '',
         changes: dry.changes,
@@ -761,6 +763,7 @@
       $('#progress-text').textContent = 'dry run done';
       const n = ((dry && dry.connectors) || []).length;
       confirmChanges({
+        returnFocus: submit,
         title: 'Import ' + file.name,
         summary: n === 1 ? '1 connector.' : n + ' connectors.',
         changes: importChanges(dry),
@@ -1125,6 +1128,7 @@
     try {
       const dry = await api('PATCH', '/connectors/' + enc(name) + '/offsets?dry_run=true', { body });
       confirmChanges({
+        returnFocus: ta,
         title: 'Write the offset of one partition of ' + name,
         changes: dry.changes,
         confirmLabel: 'Write offset',
@@ -1149,6 +1153,7 @@
     try {
       const dry = await api('PATCH', '/connectors/' + enc(name) + '/offsets?dry_run=true', { body });
       confirmChanges({
+        returnFocus: btn,
         title: 'Reset one partition of ' + name,
         changes: dry.changes,
         confirmLabel: 'Reset partition',
@@ -1172,6 +1177,7 @@
     try {
       const dry = await api('DELETE', '/connectors/' + enc(name) + '/offsets?dry_run=true');
       confirmChanges({
+        returnFocus: btn,
         title: 'Reset every offset of ' + name,
         changes: dry.changes,
         confirmLabel: 'Reset all offsets',
@@ -1580,6 +1586,7 @@
       const dry = await api('POST', '/connectors/' + enc(name) + '/offsets/rewind', { body });
       const what = whole ? 'connector ' + name : 'one partition of ' + name;
       confirmChanges({
+        returnFocus: btn,
         title: 'Rewind ' + what + ' to ' + (dry.at || to),
         summary: dry.message || '',
         changes: dry.changes,

@@ -127,7 +127,11 @@ fn the_keyboard_reaches_every_action_and_the_dialog_traps_focus() {
     b.press(keys::ESCAPE);
     b.wait_until("Escape closing #dialog", || dialog_closed(&b).then_some(()));
     let back = b.active();
-    println!("after Escape the focus is on {}", back.describe());
+    assert!(
+        back.matches("#partitions .reset"),
+        "Escape gives the focus back to the button that opened the dialog, not to {}",
+        back.describe()
+    );
     assert_eq!(
         store.get("jdbc-orders", &json!({"table": "orders"})),
         Some(json!({"lsn": 100, "txid": 1000})),
