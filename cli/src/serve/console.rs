@@ -500,7 +500,7 @@ impl Server {
         )
     }
 
-    /// `GET /offsets`: every connector's offsets, as `export` writes them.
+    /// `GET /offsets`: every connector's offsets, in the document `export` writes.
     pub(super) fn export_all(&self) -> Reply {
         let handle = match self.open() {
             Ok(h) => h,
@@ -512,10 +512,27 @@ impl Server {
         if let Err(r) = self.check_logs_applied(handle.get(), true) {
             return r;
         }
-        match crate::ops::export_bytes(handle.get(), None) {
-            Ok(bytes) => Reply::json(200, String::from_utf8_lossy(&bytes).into_owned()),
-            Err(e) => self.store_error(e, "", false),
+        // Connectors only: the crate's own records (history, markers, alarms) stay with the store.
+        let store = handle.get();
+        let mut doc = OffsetsExport::default();
+        let names = match store.namespaces() {
+            Ok(n) => n,
+            Err(e) => return self.store_error(e, "", false),
+        };
+        for name in names
+            .into_iter()
+            .filter(|n| !connect_offsets::is_reserved_namespace(n))
+        {
+            match store.partitions(&name) {
+                Ok(parts) => doc
+                    .connectors
+                    .push((name, ConnectorOffsets::from_stored(&parts))),
+                Err(e) => return self.store_error(e, &name, false),
+            }
         }
+        let mut out = Vec::new();
+        doc.encode(&mut out);
+        Reply::json(200, String::from_utf8_lossy(&out).into_owned())
     }
 
     /// `POST /offsets/import` (an export document) or `POST /connectors/{name}/offsets/import`
