@@ -14,6 +14,17 @@
 //! 6. A `FileStreamSinkConnector` over `kafka-group://`: deleted, its `connect-<name>` group is
 //!    listed as a sink orphan; the dry run leaves the group's committed offsets; the reset empties
 //!    them, and the sink re-created writes every record again.
+//!
+//! `serve --reset-orphans-after 3s` over the worker's offsets topic with `?history=7d`:
+//! 1. An orphan from before (offsets the tool wrote, no config) is reset by serve's own thread
+//!    after the grace period, while a running source connector's offsets, older than the grace
+//!    period, stay untouched: configured, it is no orphan.
+//! 2. The source deleted through Connect's REST API, serve resets its offsets by itself, no
+//!    sooner than the grace period after the deletion; `history` (the CLI and serve's
+//!    `GET /connectors/{name}/offsets/history`) shows the reset, with the position it removed.
+//! 3. Re-created stopped (`initial_state`), Connect sees no offsets; `rewind --to` a time between
+//!    the deletion and the reset puts them back (Connect's `GET offsets` shows them); resumed, the
+//!    connector goes on from there and sends the 2 lines appended meanwhile, only them.
 #![cfg(feature = "kafka")]
 
 use crate::http_util;
@@ -28,7 +39,9 @@ use connect_offsets::OffsetStore;
 use connect_offsets::codec::json;
 use connect_offsets::connector_offsets::ConnectorOffsets;
 use connect_offsets::store::kafka::KafkaGroupStore;
+use connect_offsets::time;
 use connect_offsets::{Offset, Partition};
+use http_util::Serve;
 use http_util::request as http;
 use kafka_util::{
     BOUNDS, TopicGuard, bootstrap, cli, create_topic, produce_plain, read_all, unique_topic,
@@ -169,6 +182,46 @@ impl Worker<'_> {
                     .iter()
                     .any(|(p, o)| p.as_ref() == Some(partition) && o.as_ref() == Some(offset))
                     .then_some(())
+            },
+        );
+    }
+
+    /// Creates `name` in the STOPPED state (`initial_state`, KIP-980): configured, no task runs.
+    fn create_stopped(&self, name: &str, config: &str) {
+        let body = format!(
+            r#"{{"name":{},"config":{config},"initial_state":"STOPPED"}}"#,
+            js(name)
+        );
+        let (st, text) = http(
+            "POST",
+            &format!("{}/connectors", self.worker.base),
+            Some(&body),
+        );
+        assert_eq!(st, 201, "create {name} stopped: {text}");
+        self.wait_state(name, "STOPPED", &[]);
+    }
+
+    /// Resumes a stopped or paused `name` and waits for it and its task to run.
+    fn resume(&self, name: &str) {
+        let (st, body) = http("PUT", &self.url(name, "/resume"), None);
+        assert_eq!(st, 202, "resume {name}: {body}");
+        self.wait_state(name, "RUNNING", &["RUNNING"]);
+    }
+
+    fn wait_state(&self, name: &str, connector: &str, tasks: &[&str]) {
+        wait_for(
+            || {
+                format!(
+                    "{name} {connector} with tasks {tasks:?} (log:\n{})",
+                    ConnectWorker::log_tail(30)
+                )
+            },
+            WAIT,
+            POLL,
+            || {
+                let (st, body) = http("GET", &self.url(name, "/status"), None);
+                let (c, t) = (st == 200).then(|| connector_status(&body)).flatten()?;
+                (c == connector && t == tasks).then_some(())
             },
         );
     }
@@ -493,4 +546,251 @@ fn a_deleted_connectors_offsets_are_found_and_reset_before_it_comes_back() {
     w.wait_offset(&sink, &sink_partition, &sink_at);
     w.delete(&sink);
     eprintln!("orphans: done in {:?}", started.elapsed());
+}
+
+/// `get` of one partition: its offset's JSON, `None` when the store holds none (exit code 3).
+fn get(store: &str, name: &str, partition: &Partition) -> Option<String> {
+    let out = tool(&[
+        "get",
+        "--store",
+        store,
+        "--connector",
+        name,
+        "--partition",
+        &partition.to_json(),
+    ]);
+    match out.status.code() {
+        Some(0) => {
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            Some(v["offset"].to_string())
+        }
+        Some(3) => None,
+        _ => panic!(
+            "get {name}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+#[test]
+fn serve_resets_a_deleted_connectors_offsets_after_the_grace_period_and_a_rewind_brings_them_back()
+{
+    let started = Instant::now();
+    let bootstrap = bootstrap();
+    let offsets_topic = unique_topic("auto-reset-offsets");
+    let worker_group = unique_topic("auto-reset-worker");
+    let worker = ConnectWorker::start(&bootstrap, &offsets_topic, &worker_group);
+    let w = Worker { worker: &worker };
+    eprintln!("auto reset: worker up after {:?}", started.elapsed());
+    // Read at every round of serve's thread: a consumer's setting only.
+    let configs = format!("kafka://{bootstrap}/{worker_group}-configs?timeout.ms=300000");
+    let store = format!(
+        "kafka://{bootstrap}/{offsets_topic}?partitions=25&replication=1&{BOUNDS}&history=7d"
+    );
+    let grace = Duration::from_secs(3);
+
+    // A source connector reads 5 lines and commits its position.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lines.txt");
+    let first: String = (1..=5).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(&file, &first).unwrap();
+    let partition = Partition::new().with("filename", file.to_str().unwrap());
+    let at = |n: usize| Offset::new().with("position", n as i64);
+    let name = unique_topic("auto-reset-source");
+    let config = |topic: &str| {
+        format!(
+            r#"{{"connector.class":"{FILE_SOURCE}","tasks.max":"1","file":{},"topic":{}}}"#,
+            js(file.to_str().unwrap()),
+            js(topic)
+        )
+    };
+    let topic1 = TopicGuard::new("auto-reset-lines-1");
+    create_topic(&topic1, 1, &[]);
+    w.create(&name, &config(&topic1));
+    w.wait_offset(&name, &partition, &at(first.len()));
+    assert_eq!(records(&topic1, 5).len(), 5);
+    let position = Some(at(first.len()).to_json());
+    assert_eq!(get(&store, &name, &partition), position);
+
+    // An orphan from before: offsets the tool wrote for a connector the cluster has no config
+    // for. History starts with this write: it is the oldest time a rewind reaches, and a reset
+    // that was history's first record could not be rewound (the worker's own commits are not
+    // recorded).
+    let before = unique_topic("auto-reset-before");
+    let before_partition = Partition::new().with("filename", "/gone");
+    cli(&[
+        "set",
+        "--store",
+        &store,
+        "--connector",
+        &before,
+        "--partition",
+        &before_partition.to_json(),
+        "--offset",
+        r#"{"position":1}"#,
+    ]);
+
+    // 1. serve resets the orphan after the grace period, and leaves the configured connector.
+    let serve = Serve::start(&[
+        "--store",
+        &store,
+        "--connect-configs",
+        &configs,
+        "--reset-orphans-after",
+        "3s",
+    ]);
+    let ready = Instant::now();
+    wait_for(
+        || format!("serve to reset orphan {before}"),
+        Duration::from_secs(120),
+        POLL,
+        || {
+            get(&store, &before, &before_partition)
+                .is_none()
+                .then_some(())
+        },
+    );
+    let took = ready.elapsed();
+    assert!(
+        took >= grace,
+        "reset after {took:?}, before the grace period"
+    );
+    eprintln!("auto reset: the orphan from before reset {took:?} after readiness");
+    // Past the grace period and then some: the configured connector's offsets, unchanged for
+    // longer than that, are still there.
+    std::thread::sleep((grace + Duration::from_secs(2)).saturating_sub(ready.elapsed()));
+    assert_eq!(
+        get(&store, &name, &partition),
+        position,
+        "a configured connector's offsets are not reset"
+    );
+    let history = |name: &str| -> serde_json::Value {
+        let out = cli(&["history", "--store", &store, "--connector", name, "--json"]);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("history --json `{out}`: {e}"))
+    };
+    assert_eq!(
+        history(&before)["changes"][0]["to"],
+        serde_json::Value::Null,
+        "serve's reset is recorded"
+    );
+
+    // 2. Deleted, the source's offsets are reset by serve, no sooner than the grace period.
+    // Timed from before the request: serve may see the config gone before the worker's
+    // status answers 404.
+    let deleting = Instant::now();
+    let deleting_us = time::now_us();
+    w.delete(&name);
+    let deleted_us = time::now_us();
+    wait_for(
+        || format!("serve to reset the offsets of deleted connector {name}"),
+        Duration::from_secs(120),
+        POLL,
+        || get(&store, &name, &partition).is_none().then_some(()),
+    );
+    let took = deleting.elapsed();
+    assert!(took >= grace, "reset {took:?} after the deletion");
+    eprintln!("auto reset: {name} reset {took:?} after its deletion");
+    assert!(
+        !orphans(&store, &configs).contains_key(&name),
+        "no longer orphaned"
+    );
+    let h = history(&name);
+    let changes = h["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "one change, the reset: {h}");
+    let reset = &changes[0];
+    assert_eq!(
+        (
+            reset["partition"].to_string(),
+            Some(reset["from"].to_string()),
+            &reset["to"]
+        ),
+        (
+            partition.to_json(),
+            position.clone(),
+            &serde_json::Value::Null
+        ),
+        "{h}"
+    );
+    let reset_us = time::parse_rfc3339(reset["at"].as_str().unwrap()).unwrap();
+    assert!(
+        reset_us >= deleting_us + grace.as_micros() as i64 && reset_us > deleted_us,
+        "the reset at {} comes a grace period after the deletion at {}",
+        time::format_rfc3339(reset_us),
+        time::format_rfc3339(deleting_us)
+    );
+    let text = cli(&["history", "--store", &store, "--connector", &name]);
+    assert!(
+        text.contains(&format!(
+            "{}: {} -> reset",
+            partition.to_json(),
+            at(first.len()).to_json()
+        )),
+        "{text}"
+    );
+    let (st, body) = http(
+        "GET",
+        &serve.url(&format!("/connectors/{name}/offsets/history")),
+        None,
+    );
+    assert_eq!(st, 200, "{body}");
+    let served: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        served["changes"], h["changes"],
+        "serve's history is the CLI's"
+    );
+
+    // 3. Re-created stopped: Connect sees no offsets. A rewind to between the deletion and the
+    //    reset brings them back; resumed, the connector goes on from there.
+    let more = "line 6\nline 7\n";
+    std::fs::write(&file, format!("{first}{more}")).unwrap();
+    let topic2 = TopicGuard::new("auto-reset-lines-2");
+    create_topic(&topic2, 1, &[]);
+    w.create_stopped(&name, &config(&topic2));
+    assert!(
+        w.offsets(&name).offsets.is_empty(),
+        "Connect sees the reset: {}",
+        w.offsets(&name).to_json()
+    );
+    let target = time::format_rfc3339(deleted_us);
+    let out = cli(&[
+        "rewind",
+        "--store",
+        &store,
+        "--connector",
+        &name,
+        "--to",
+        &target,
+    ]);
+    assert_eq!(
+        out.trim_end(),
+        format!(
+            "{}: none -> {}",
+            partition.to_json(),
+            at(first.len()).to_json()
+        ),
+        "the rewind puts back the position the reset removed"
+    );
+    assert_eq!(get(&store, &name, &partition), position);
+    let seen = w.offsets(&name);
+    assert!(
+        seen.offsets
+            .iter()
+            .any(|(p, o)| p.as_ref() == Some(&partition) && o.as_ref() == Some(&at(first.len()))),
+        "Connect sees the rewound offset: {}",
+        seen.to_json()
+    );
+    // Configured again, serve leaves it be: past another grace period, it is still there.
+    std::thread::sleep(grace + Duration::from_secs(2));
+    assert_eq!(get(&store, &name, &partition), position);
+    w.resume(&name);
+    w.wait_offset(&name, &partition, &at(first.len() + more.len()));
+    assert_eq!(
+        records(&topic2, 2),
+        ["line 6", "line 7"].map(js),
+        "after the rewind the connector resumes where the deleted one was"
+    );
+    drop(serve);
+    w.delete(&name);
+    eprintln!("auto reset: done in {:?}", started.elapsed());
 }

@@ -1,6 +1,6 @@
-//! The tool and the library against the real Kafka broker: alarms, expire, history, `--once`
-//! races, operations, reset policies, sink groups, tool fences, the Kafka store and pair store,
-//! and reads of consumer groups on the three-broker cluster.
+//! The tool and the library against the real Kafka broker: alarms, the console's sink lag, expire,
+//! history, `--once` races, operations, reset policies, sink groups, tool fences, the Kafka store
+//! and pair store, and reads of consumer groups on the three-broker cluster.
 
 #[path = "../cli_util/mod.rs"]
 mod cli_util;
@@ -12,6 +12,7 @@ mod kafka_util;
 mod scripts;
 
 mod alarms;
+mod console_lag;
 mod expire;
 mod group_coordinator;
 mod history;
