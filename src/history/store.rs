@@ -296,8 +296,9 @@ impl HistoryStore {
         }
         let mut horizon = index.horizon;
         if horizon.is_none() && !added.is_empty() {
-            // History starts here: earlier moves were not recorded, so no rewind reaches before.
-            horizon = Some(at_us);
+            // History starts just before this batch: its `from` values are what the store held
+            // then, so a rewind reaches them; earlier moves were not recorded.
+            horizon = Some(at_us - 1);
         }
         let new_bytes: u64 = added.iter().map(|(_, bytes)| bytes).sum();
         let pruned = index.expired(&self.config, now_us, new_bytes);

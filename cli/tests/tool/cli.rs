@@ -1,7 +1,7 @@
 //! The command-line tool, run as a user would run it.
 
 use crate::cli_util;
-use cli_util::{cli, text};
+use cli_util::{cli, ok, text};
 
 #[test]
 fn set_then_get_round_trips_through_rocksdb() {
@@ -1003,6 +1003,77 @@ fn history_of_a_store_without_history_says_how_to_keep_it() {
         "{err}"
     );
     assert!(out.stdout.is_empty());
+}
+
+/// History that starts with a tool's reset (over a Connect worker's store, whose own commits are
+/// not recorded, the usual case) can undo that reset: the horizon is just before it.
+#[test]
+fn a_rewind_reaches_what_the_first_recorded_change_moved_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = format!("rocksdb://{}", dir.path().join("s").display());
+    let recorded = format!("{plain}?history=7d");
+    let p = r#"{"file":"a"}"#;
+    let set = [
+        "set",
+        "--store",
+        &plain,
+        "--connector",
+        "c",
+        "--partition",
+        p,
+    ];
+    ok(&cli(
+        &[&set[..], &["--offset", r#"{"position":35}"#]].concat()
+    ));
+    ok(&cli(&[
+        "reset",
+        "--store",
+        &recorded,
+        "--connector",
+        "c",
+        "--partition",
+        p,
+    ]));
+    let json = ok(&cli(&[
+        "history",
+        "--store",
+        &recorded,
+        "--connector",
+        "c",
+        "--json",
+    ]));
+    let field = |name: &str| {
+        let at = json.find(&format!(r#""{name}":""#)).unwrap() + name.len() + 4;
+        json[at..at + json[at..].find('"').unwrap()].to_string()
+    };
+    let (oldest, reset_at) = (field("oldest_reachable"), field("at"));
+    assert!(
+        oldest < reset_at,
+        "the horizon is before the first record: {json}"
+    );
+    let out = ok(&cli(&[
+        "rewind",
+        "--store",
+        &recorded,
+        "--connector",
+        "c",
+        "--to",
+        &oldest,
+    ]));
+    assert!(out.contains(r#"none -> {"position":35}"#), "{out}");
+    let got = ok(&cli(&[
+        "get",
+        "--store",
+        &plain,
+        "--connector",
+        "c",
+        "--partition",
+        p,
+    ]));
+    assert_eq!(
+        got.trim(),
+        r#"{"partition":{"file":"a"},"offset":{"position":35}}"#
+    );
 }
 
 /// A write into memory:// from a command would be acknowledged and lost at exit: refused.
