@@ -748,25 +748,39 @@ pub(crate) fn store_brokers(url: &str) -> Option<(String, Vec<(String, String)>)
     Some((brokers.to_string(), security))
 }
 
-/// A sink connector's lag: over its sink-style partitions (`kafka_topic`, `kafka_partition`,
-/// `kafka_offset`), the sum of log end minus committed offset; `None` without such partitions or
-/// when a log end is unknown.
-pub(crate) fn sink_lag(
+/// Sink connectors' lag: for each of `connectors`, over its sink-style partitions
+/// (`kafka_topic`, `kafka_partition`, `kafka_offset`), the sum of log end minus committed offset;
+/// `None` without such partitions or when a log end is unknown. Every log end is read within
+/// `within` (the console asks every few seconds, and the server answers one request at a time).
+pub(crate) fn sink_lags(
     brokers: &str,
     security: &[(String, String)],
-    parts: &[(OffsetKey, connect_offsets::Offset)],
-) -> Result<Option<i64>> {
-    let sinks: Vec<(String, i32, i64)> = parts.iter().filter_map(sink_position).collect();
-    if sinks.is_empty() || !cfg!(feature = "kafka") {
-        return Ok(None);
-    }
-    let ends = log_ends(brokers, security, &sinks)?;
-    Ok(sinks.iter().try_fold(0i64, |total, (t, p, committed)| {
-        match ends.get(&(t.clone(), *p)) {
-            Some(Ok(end)) => Some(total + (end - committed).max(0)),
-            _ => None,
-        }
-    }))
+    connectors: &[(&str, &[(OffsetKey, connect_offsets::Offset)])],
+    within: std::time::Duration,
+) -> Result<std::collections::HashMap<String, Option<i64>>> {
+    let sinks: Vec<(&str, Vec<(String, i32, i64)>)> = connectors
+        .iter()
+        .map(|(c, parts)| (*c, parts.iter().filter_map(sink_position).collect()))
+        .collect();
+    let all: Vec<(String, i32, i64)> = sinks.iter().flat_map(|(_, s)| s.iter().cloned()).collect();
+    let ends = match all.is_empty() {
+        true => LogEnds::default(),
+        false => log_ends(brokers, security, &all, within)?,
+    };
+    Ok(sinks
+        .into_iter()
+        .map(|(c, parts)| {
+            let lag = (!parts.is_empty()).then_some(()).and_then(|()| {
+                parts.iter().try_fold(0i64, |total, (t, p, committed)| {
+                    match ends.get(&(t.clone(), *p)) {
+                        Some(Ok(end)) => Some(total + (end - committed).max(0)),
+                        _ => None,
+                    }
+                })
+            });
+            (c.to_string(), lag)
+        })
+        .collect())
 }
 
 fn is_sink_partition(key: &OffsetKey) -> bool {
@@ -868,7 +882,7 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
         Some(b) if cfg!(feature = "kafka") => {
             let all: Vec<(String, i32, i64)> =
                 rows.iter().flat_map(|r| r.sinks.iter().cloned()).collect();
-            let ends = log_ends(b, &security, &all)?;
+            let ends = log_ends(b, &security, &all, std::time::Duration::from_secs(15))?;
             let mut missing = Vec::new();
             for r in rows.iter_mut() {
                 if r.sinks.is_empty() {
@@ -1050,12 +1064,14 @@ fn sink_position(
 /// Per topic partition, its log-end offset or why it is unknown.
 type LogEnds = std::collections::HashMap<(String, i32), std::result::Result<i64, String>>;
 
-/// The log-end offset (high watermark) of each topic partition.
+/// The log-end offset (high watermark) of each topic partition, all read within `within`: those
+/// not read by then are unknown.
 #[cfg(feature = "kafka")]
 fn log_ends(
     brokers: &str,
     properties: &[(String, String)],
     parts: &[(String, i32, i64)],
+    within: std::time::Duration,
 ) -> Result<LogEnds> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     let mut out = std::collections::HashMap::new();
@@ -1071,20 +1087,30 @@ fn log_ends(
         .set("enable.auto.commit", "false")
         .create()
         .map_err(|e| Error::store_caused("kafka", format!("kafka client for {brokers}"), e))?;
+    let deadline = std::time::Instant::now() + within;
     for (t, p, _) in parts {
         if out.contains_key(&(t.clone(), *p)) {
             continue;
         }
-        let end = consumer
-            .fetch_watermarks(t, *p, std::time::Duration::from_secs(15))
-            .map(|(_, high)| high)
-            .map_err(|e| e.to_string());
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let end = match left.is_zero() {
+            true => Err(format!("not read within {within:?}")),
+            false => consumer
+                .fetch_watermarks(t, *p, left)
+                .map(|(_, high)| high)
+                .map_err(|e| e.to_string()),
+        };
         out.insert((t.clone(), *p), end);
     }
     Ok(out)
 }
 
 #[cfg(not(feature = "kafka"))]
-fn log_ends(_: &str, _: &[(String, String)], _: &[(String, i32, i64)]) -> Result<LogEnds> {
+fn log_ends(
+    _: &str,
+    _: &[(String, String)],
+    _: &[(String, i32, i64)],
+    _: std::time::Duration,
+) -> Result<LogEnds> {
     Ok(Default::default())
 }

@@ -229,7 +229,7 @@ impl Server {
             .map(|r| (r.connector.clone(), (r.stalled(now), r.backwards > 0)))
             .collect();
         let brokers = crate::ops::store_brokers(self.url());
-        let mut items = Vec::new();
+        let mut rows = Vec::new();
         for name in &names {
             let configured = cluster.as_ref().map(|c| c.0.get(name));
             // A sink's offsets sit in a group a config may name (`consumer.override.group.id`).
@@ -263,14 +263,6 @@ impl Server {
             });
             let configured_json =
                 configured.map_or("null", |c| if c.is_some() { "true" } else { "false" });
-            // A sink's lag: its topics' log ends, from the store's brokers.
-            let lag = match (sink, &brokers) {
-                (Some(true), Some((b, security))) => crate::ops::sink_lag(b, security, &parts)
-                    .ok()
-                    .flatten()
-                    .map_or("null".into(), |l| l.to_string()),
-                _ => "null".to_string(),
-            };
             let (stalled, backwards) = alarms.get(name).copied().unwrap_or_default();
             let reason = match configured {
                 Some(None) => Some(format!(
@@ -283,13 +275,35 @@ impl Server {
                 reason.is_none(),
                 reason.as_deref().map_or("null".into(), quoted)
             );
-            items.push(format!(
-                "{}:{{\"summary\":{{\"partitions\":{},\"last_write\":{},\"type\":{kind},\"state\":{state},\"configured\":{configured_json},\"alarms\":{{\"stalled\":{stalled},\"backwards\":{backwards}}},\"lag\":{lag},\"modifiable\":{modifiable}}}}}",
+            let head = format!(
+                "{}:{{\"summary\":{{\"partitions\":{},\"last_write\":{},\"type\":{kind},\"state\":{state},\"configured\":{configured_json},\"alarms\":{{\"stalled\":{stalled},\"backwards\":{backwards}}}",
                 quoted(name),
                 parts.len(),
                 time_json(last),
-            ));
+            );
+            rows.push((name, sink == Some(true), parts, head, modifiable));
         }
+        // Sinks' lag: their topics' log ends, from the store's brokers, all read at once.
+        let lags = match &brokers {
+            Some((b, security)) => {
+                let sinks: Vec<(&str, &[(OffsetKey, Offset)])> = rows
+                    .iter()
+                    .filter(|r| r.1)
+                    .map(|r| (r.0.as_str(), r.2.as_slice()))
+                    .collect();
+                crate::ops::sink_lags(b, security, &sinks, std::time::Duration::from_secs(2))
+                    .unwrap_or_default()
+            }
+            None => Default::default(),
+        };
+        let items: Vec<String> = rows
+            .iter()
+            .map(|(name, _, _, head, modifiable)| {
+                let lag = lags.get(name.as_str()).copied().flatten();
+                let lag = lag.map_or("null".into(), |l| l.to_string());
+                format!("{head},\"lag\":{lag},\"modifiable\":{modifiable}}}}}")
+            })
+            .collect();
         Reply::json(200, format!("{{{}}}", items.join(",")))
     }
 
