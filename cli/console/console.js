@@ -721,8 +721,9 @@
     const text = $('#progress-text');
     $('#import-progress').hidden = false;
     if (done) {
-      bar.value = 100;
-      text.textContent = 'uploaded; waiting for the server…';
+      // Indeterminate: the server reads the document and makes its one atomic write.
+      bar.removeAttribute('value');
+      text.textContent = 'uploaded; the server is applying it…';
     } else if (total > 0) {
       bar.value = Math.round((loaded / total) * 100);
       text.textContent = bar.value + '% (' + fmtBytes(loaded) + ' of ' + fmtBytes(total) + ')';
@@ -730,7 +731,7 @@
       bar.removeAttribute('value');
       text.textContent = fmtBytes(loaded);
     }
-    bar.textContent = bar.value + '%';
+    bar.textContent = bar.hasAttribute('value') ? bar.value + '%' : text.textContent;
   }
 
   function fmtBytes(n) {
