@@ -229,6 +229,10 @@ impl Server {
             .map(|r| (r.connector.clone(), (r.stalled(now), r.backwards > 0)))
             .collect();
         let brokers = crate::ops::store_brokers(self.url());
+        let unapplied = self
+            .check_logs_applied(store, false)
+            .err()
+            .map(|r| message_of(&r));
         let mut rows = Vec::new();
         for name in &names {
             let configured = cluster.as_ref().map(|c| c.0.get(name));
@@ -268,7 +272,7 @@ impl Server {
                 Some(None) => Some(format!(
                     "connector {name} has no config in the Connect cluster: its offsets are orphaned (reset them from the orphans list)"
                 )),
-                _ => self.refusal(name, cluster.as_ref(), store),
+                _ => self.refusal(name, cluster.as_ref(), &unapplied),
             };
             let modifiable = format!(
                 "{{\"ok\":{},\"reason\":{}}}",
@@ -308,12 +312,13 @@ impl Server {
     }
 
     /// Why a modification of connector `name` would be refused now, if it would: the checks of
-    /// [`Server::modify_many`] that need no lock of the store.
+    /// [`Server::modify_many`] that need no lock of the store; `unapplied` is the refusal of
+    /// [`Server::check_logs_applied`] (the same for every connector: it scans the logs).
     fn refusal(
         &self,
         name: &str,
         cluster: Option<&super::Cluster>,
-        store: &dyn OffsetStore,
+        unapplied: &Option<String>,
     ) -> Option<String> {
         if let Some(c) = cluster {
             match c.connector(name) {
@@ -328,10 +333,7 @@ impl Server {
         if let Err(r) = self.lock_logs(name) {
             return Some(message_of(&r));
         }
-        if let Err(r) = self.check_logs_applied(store, false) {
-            return Some(message_of(&r));
-        }
-        None
+        unapplied.clone()
     }
 
     /// One page of a connector's partitions: those whose partition's JSON holds `q` (any case),
