@@ -761,6 +761,7 @@
     submit.disabled = true;
     try {
       const dry = await api('POST', '/offsets/import?dry_run=true', { body: file, upload: true, onProgress: uploadProgress });
+      $('#progress').value = 100;
       $('#progress-text').textContent = 'dry run done';
       const n = ((dry && dry.connectors) || []).length;
       confirmChanges({
@@ -771,6 +772,7 @@
         confirmLabel: 'Import',
         apply: async () => {
           const r = await api('POST', '/offsets/import', { body: file, upload: true, onProgress: uploadProgress });
+          $('#progress').value = 100;
           $('#progress-text').textContent = 'imported';
           if (r && r.message) return r.message;
           const changed = importChanges(r).length;

@@ -377,35 +377,51 @@ impl Server {
             Ok(r) => r,
             Err(r) => return r,
         };
-        let keys: Vec<OffsetKey> = parts.iter().map(|(k, _)| k.clone()).collect();
-        let times = match handle.get().change_times(&keys) {
-            Ok(t) => t,
-            Err(e) => return self.store_error(e, name, false),
-        };
-        drop(handle);
+        // At 100,000 partitions every step counts: a partition's JSON only to search it, change
+        // times of every partition only to sort by them.
         let needle = query.get("q").unwrap_or("").to_lowercase();
-        let mut rows: Vec<(String, &Offset, Option<u64>)> = parts
-            .iter()
-            .zip(times)
-            .map(|((k, o), t)| (partition_json(k), o, t))
-            .filter(|(p, _, _)| needle.is_empty() || p.to_lowercase().contains(&needle))
+        let mut rows: Vec<usize> = (0..parts.len())
+            .filter(|&i| {
+                needle.is_empty() || partition_json(&parts[i].0).to_lowercase().contains(&needle)
+            })
             .collect();
+        let times_of = |rows: &[usize]| {
+            let keys: Vec<OffsetKey> = rows.iter().map(|&i| parts[i].0.clone()).collect();
+            handle.get().change_times(&keys)
+        };
+        let mut times: Vec<Option<u64>> = vec![None; parts.len()];
         if by_time {
-            rows.sort_by(|a, b| a.2.cmp(&b.2).then_with(|| b.0.cmp(&a.0)));
+            match times_of(&rows) {
+                Ok(t) => rows.iter().zip(t).for_each(|(&i, t)| times[i] = t),
+                Err(e) => return self.store_error(e, name, false),
+            }
+            // Ties in partition order whichever way the times go.
+            rows.sort_by(|&a, &b| times[a].cmp(&times[b]).then(b.cmp(&a)));
         }
         if descending {
             rows.reverse();
         }
         let total = rows.len();
-        let items: Vec<String> = rows
-            .iter()
+        let shown: Vec<usize> = rows
+            .into_iter()
             .skip(page.saturating_mul(size))
             .take(size)
-            .map(|(p, o, t)| {
+            .collect();
+        if !by_time {
+            match times_of(&shown) {
+                Ok(t) => shown.iter().zip(t).for_each(|(&i, t)| times[i] = t),
+                Err(e) => return self.store_error(e, name, false),
+            }
+        }
+        drop(handle);
+        let items: Vec<String> = shown
+            .iter()
+            .map(|&i| {
                 format!(
-                    "{{\"partition\":{p},\"offset\":{},\"last_write\":{}}}",
-                    offset_json(Some(o)),
-                    time_json(*t)
+                    "{{\"partition\":{},\"offset\":{},\"last_write\":{}}}",
+                    partition_json(&parts[i].0),
+                    offset_json(Some(&parts[i].1)),
+                    time_json(times[i])
                 )
             })
             .collect();
