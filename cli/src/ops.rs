@@ -758,7 +758,7 @@ pub(crate) fn sink_lags(
     connectors: &[(&str, &[(OffsetKey, connect_offsets::Offset)])],
     within: std::time::Duration,
 ) -> Result<std::collections::HashMap<String, Option<i64>>> {
-    let sinks: Vec<(&str, Vec<(String, i32, i64)>)> = connectors
+    let sinks: Vec<(&str, Vec<SinkPosition>)> = connectors
         .iter()
         .map(|(c, parts)| (*c, parts.iter().filter_map(sink_position).collect()))
         .collect();
@@ -1060,6 +1060,9 @@ fn sink_position(
     };
     Some((t.clone(), i32::try_from(*n).ok()?, *o))
 }
+
+/// A sink-style partition's topic, partition and committed offset.
+type SinkPosition = (String, i32, i64);
 
 /// Per topic partition, its log-end offset or why it is unknown.
 type LogEnds = std::collections::HashMap<(String, i32), std::result::Result<i64, String>>;
