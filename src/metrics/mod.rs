@@ -54,8 +54,11 @@ use ::metrics::Unit;
 
 #[cfg(feature = "prometheus")]
 mod prometheus;
+pub(crate) mod recorded;
 #[cfg(feature = "prometheus")]
 pub use prometheus::{PrometheusHandle, install};
+#[doc(hidden)]
+pub use recorded::record_alarms;
 
 /// Metric names.
 pub mod names {
@@ -372,21 +375,6 @@ pub struct ConnectorAlarm {
     pub unmoved: Duration,
     /// Commits that moved an offset backwards.
     pub backwards: u64,
-}
-
-/// Records the alarm series of `writer`'s connectors: the `stalled` and `unmoved` gauges and the
-/// backwards counter (set to the count given, which the buffer keeps over its lifetimes).
-#[doc(hidden)]
-pub fn record_alarms(writer: &str, alarms: &[ConnectorAlarm]) {
-    for a in alarms {
-        let (c, w) = (a.connector.clone(), writer.to_string());
-        ::metrics::gauge!(names::CONNECTOR_STALLED, "connector" => c.clone(), "writer" => w.clone())
-            .set(if a.stalled { 1.0 } else { 0.0 });
-        ::metrics::gauge!(names::CONNECTOR_UNMOVED, "connector" => c.clone(), "writer" => w.clone())
-            .set(a.unmoved.as_secs_f64());
-        ::metrics::counter!(names::BACKWARD_MOVES, "connector" => c, "writer" => w)
-            .absolute(a.backwards);
-    }
 }
 
 /// A source of gauges that [`sample`] reads: [`CommitBuffer`](crate::buffer::CommitBuffer)
