@@ -13,8 +13,7 @@ use std::sync::{Arc, OnceLock};
 
 pub(crate) mod key_hash;
 
-#[doc(hidden)]
-pub use key_hash::{BuildKeyHasher, KeyHasher, KeyMap};
+pub(crate) use key_hash::BuildKeyHasher;
 
 /// One value in a partition or offset map. Kafka Connect allows nothing nested.
 #[derive(Clone, Debug)]

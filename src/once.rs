@@ -4,7 +4,7 @@
 //!
 //! The id is recorded as an offset of its own, the **marker**, in the reserved namespace
 //! [`ONCE_NAMESPACE`]: partition `{"id":"<id>"}`, offset
-//! `{"by":"<writer>","entries":N,"at_ms":T,"digest":"<hex>"}`. The digest ([`entries_digest`])
+//! `{"by":"<writer>","entries":N,"at_ms":T,"digest":"<hex>"}`. The digest (of the entries)
 //! tells whether a later run with the same id brings the same offsets: one that brings others is
 //! told so rather than told that they are in (a marker written before digests says nothing).
 //! It travels in the same [`Batch`](crate::Batch) as the override's entries, so every backend's
@@ -16,7 +16,7 @@
 //! ## Processes that race
 //! "Check the marker, then write" is safe where one process at a time holds the store (RocksDB's
 //! directory lock; a worker's commit buffer over its own store). Kafka has no compare-and-set, so
-//! a tool opens the topic with [`store_url`], which adds `exclusive.id=once-<digest of the id>`:
+//! a tool (the crate's does) opens the topic with `exclusive.id=once-<digest of the id>` added:
 //! the handle's writes go through a transactional producer whose `transactional.id` derives from
 //! the override id, initialized *before* the topic is read. Of two processes with one id, the one
 //! initialized later fences the other; the fenced one's transaction is aborted (nothing of it is
@@ -35,10 +35,7 @@ pub use crate::namespaces::ONCE_NAMESPACE;
 
 pub(crate) mod marker;
 
-#[doc(hidden)]
-pub use marker::{
-    MAX_ID_CHARS, digest_matches, digest_of, entries_digest, marker_key, store_url, validate_id,
-};
+pub(crate) use marker::{entries_digest, marker_key, validate_id};
 
 /// Offsets to set (`Some`) or reset (`None`), applied once per id.
 ///
@@ -83,8 +80,9 @@ pub enum OnceOutcome {
 }
 
 impl OnceOverride {
-    /// An override with a [valid](validate_id) id. Refuses entries in [`ONCE_NAMESPACE`] (an
-    /// override must not forge or erase markers) and a key named twice (which value would win?).
+    /// An override with a valid id (not empty, at most 200 characters, no control characters, no
+    /// leading or trailing whitespace). Refuses entries in [`ONCE_NAMESPACE`] (an override must not
+    /// forge or erase markers) and a key named twice (which value would win?).
     pub fn new(id: impl Into<String>, entries: Vec<(OffsetKey, Option<Offset>)>) -> Result<Self> {
         let id = id.into();
         validate_id(&id)?;
@@ -113,13 +111,14 @@ impl OnceOverride {
 
     /// The same override with `digest` recorded in its marker instead of its entries' digest: for
     /// an override whose entries depend on what the store holds (`reset --all`, `import
-    /// --replace`), digest what was asked ([`digest_of`]) so that asking again compares equal.
+    /// --replace`), record a digest of what was asked so that asking again compares equal.
     pub fn with_digest(mut self, digest: impl Into<String>) -> Self {
         self.digest = digest.into();
         self
     }
 
-    /// The digest its marker records ([`entries_digest`] unless [`with_digest`](Self::with_digest)).
+    /// The digest its marker records: its entries' (whatever their order) unless
+    /// [`with_digest`](Self::with_digest) gave another.
     pub fn digest(&self) -> &str {
         &self.digest
     }
@@ -161,8 +160,8 @@ impl OnceOverride {
     /// holds the marker (for tools; a worker's override goes through its commit buffer). On a store
     /// that is not [atomic](crate::store::Capabilities), the marker is written after the entries.
     ///
-    /// Safe against other processes applying the same id when `store` was opened from
-    /// [`store_url`] (see [Processes that race](self#processes-that-race)): then the write of a
+    /// Safe against other processes applying the same id when `store` was opened with the id's
+    /// `exclusive.id` (see [Processes that race](self#processes-that-race)): then the write of a
     /// process that lost the race fails with [`Error::Fenced`] and writes nothing; read the store
     /// again (a new handle) to find the winner's marker.
     pub fn apply_to(&self, store: &dyn OffsetStore, by: &str) -> Result<OnceOutcome> {
@@ -185,6 +184,7 @@ impl OnceOverride {
 
 #[cfg(test)]
 mod tests {
+    use super::marker::{MAX_ID_CHARS, digest_matches, digest_of, store_url};
     use super::*;
     use crate::Partition;
     use crate::store::MemoryStore;

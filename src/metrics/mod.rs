@@ -52,13 +52,13 @@ use std::time::Duration;
 
 use ::metrics::Unit;
 
+use recorded::record_alarms;
+
 #[cfg(feature = "prometheus")]
 mod prometheus;
 pub(crate) mod recorded;
 #[cfg(feature = "prometheus")]
 pub use prometheus::{PrometheusHandle, install};
-#[doc(hidden)]
-pub use recorded::record_alarms;
 
 /// Metric names.
 pub mod names {
@@ -101,12 +101,6 @@ pub mod names {
     /// Commits that moved one of a connector's offsets backwards.
     pub const BACKWARD_MOVES: &str = "connect_offsets_backward_moves_total";
 }
-
-/// Buckets of the duration histograms, in seconds.
-#[doc(hidden)]
-pub const DURATION_BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -426,8 +420,8 @@ pub(crate) fn opened(source: Weak<dyn Sampled>) {
 
 /// The age of the oldest uncommitted offer of every connector seen so far, per writer
 /// (`Duration::ZERO` when the connector has nothing pending), sorted. Empty unless tracking is on.
-#[doc(hidden)]
-pub fn connector_ages() -> Vec<(String, String, Duration)> {
+#[cfg(test)]
+fn connector_ages() -> Vec<(String, String, Duration)> {
     connector_ages_of(live(open_buffers()).iter().chain(&live(watched())))
 }
 
