@@ -553,7 +553,7 @@ impl Server {
         };
         for name in names
             .into_iter()
-            .filter(|n| !connect_offsets::is_reserved_namespace(n))
+            .filter(|n| !connect_offsets::internal::namespaces::is_reserved_namespace(n))
         {
             match store.partitions(&name) {
                 Ok(parts) => doc
