@@ -16,7 +16,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
-use connect_offsets::codec::json::{encode_key, encode_value};
+use connect_offsets::codec::{encode_key, encode_value};
 use connect_offsets::store::{MemoryStore, OffsetStore};
 use connect_offsets::{Batch, Offset, OffsetKey, Partition};
 

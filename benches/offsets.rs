@@ -20,9 +20,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
-use connect_offsets::model::KeyMap;
+use connect_offsets::internal::model::KeyMap;
+use connect_offsets::internal::wal::frame::{self, FrameKind};
 use connect_offsets::store::{MemoryStore, OffsetStore};
-use connect_offsets::wal::frame::{self, FrameKind};
 use connect_offsets::{Batch, Offset, OffsetKey, Partition};
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
@@ -583,7 +583,7 @@ fn rocksdb_floor(
     g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     ks: &[OffsetKey],
 ) {
-    use connect_offsets::codec::json;
+    use connect_offsets::codec;
     let rows: Vec<(Vec<u8>, Vec<u8>)> = ks
         .iter()
         .enumerate()
@@ -593,10 +593,10 @@ fn rocksdb_floor(
             // The store's header: the key's length with the top bit set, then a write time.
             let mut value = vec![0; 4];
             value.extend_from_slice(&1_764_000_000_000u64.to_le_bytes());
-            json::encode_key(k, &mut value);
+            codec::encode_key(k, &mut value);
             let len = (value.len() - 12) as u32 | 1 << 31;
             value[..4].copy_from_slice(&len.to_le_bytes());
-            json::encode_value(&offset(i as u64), &mut value);
+            codec::encode_value(&offset(i as u64), &mut value);
             (key, value)
         })
         .collect();

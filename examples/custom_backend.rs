@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use connect_offsets::conformance::{self, Harness};
-use connect_offsets::store::{ApplyFault, Capabilities, OffsetStore};
+use connect_offsets::conformance::{self, ApplyFault, Harness};
+use connect_offsets::store::{Capabilities, OffsetStore};
 use connect_offsets::{Batch, Error, Offset, OffsetKey, Result};
 
 /// Each key's offset with the time it was written; each writer's highest applied seq.
@@ -29,7 +29,7 @@ struct State {
 #[derive(Debug, Default)]
 struct MapStore {
     state: Arc<Mutex<State>>,
-    /// The test seam the suite's failure check installs (see `connect_offsets::store::fault`).
+    /// The test seam the suite's failure check installs ([`ApplyFault`]).
     fault: Option<Arc<dyn ApplyFault>>,
 }
 

@@ -8,10 +8,14 @@
 use std::sync::Arc;
 
 use crate::store::fault::FailMidway;
-use crate::store::{ApplyFault, OffsetStore, OffsetStoreExt, hooks};
 #[cfg(doc)]
 use crate::store::{Capabilities, CommitHooks};
+use crate::store::{OffsetStore, OffsetStoreExt, hooks};
 use crate::{Batch, Offset, OffsetKey, Partition, Result, Value};
+
+/// The seam inside a backend's `apply` that [`Harness::open`] installs: the suite's failure check
+/// fails an `apply` midway through it.
+pub use crate::store::fault::ApplyFault;
 
 /// Opens one backend for the suite. Each test uses a fresh harness (its own directory or topic).
 pub trait Harness {
@@ -20,9 +24,9 @@ pub trait Harness {
     fn open(&mut self, fault: Option<Arc<dyn ApplyFault>>) -> Result<Box<dyn OffsetStore>>;
     /// True when data outlives the handle (every backend but memory).
     fn reopen_keeps_data(&self) -> bool;
-    /// True for a wrapper that keeps entries of its own under a reserved namespace
-    /// ([`is_reserved_namespace`](crate::is_reserved_namespace)), as history does: the suite then
-    /// leaves those out when it lists namespaces.
+    /// True for a wrapper that keeps entries of its own under a reserved namespace, as history
+    /// does ([`HISTORY_NAMESPACE`](crate::history::HISTORY_NAMESPACE)): the suite then leaves the
+    /// crate's reserved namespaces out when it lists namespaces.
     fn keeps_reserved_namespaces(&self) -> bool {
         false
     }
@@ -32,7 +36,7 @@ pub trait Harness {
 fn namespaces(h: &dyn Harness, s: &dyn OffsetStore) -> Vec<String> {
     let mut all = s.namespaces().expect("namespaces");
     if h.keeps_reserved_namespaces() {
-        all.retain(|ns| !crate::is_reserved_namespace(ns));
+        all.retain(|ns| !crate::namespaces::is_reserved_namespace(ns));
     }
     all
 }

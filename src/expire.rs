@@ -14,14 +14,15 @@
 //! through its own log, so that it never races one of its commits.
 //!
 //! ```
-//! use std::time::Duration;
+//! use std::time::{Duration, SystemTime, UNIX_EPOCH};
 //! use connect_offsets::{expire, Offset, OffsetKey, OffsetStore, OffsetStoreExt, Partition};
 //!
 //! let store = connect_offsets::store::MemoryStore::new();
 //! let key = OffsetKey::new("files", Partition::new().with("filename", "/gone.log"));
 //! store.set(key.clone(), Offset::new().with("position", 10))?;
 //! // An hour later:
-//! let later = expire::now_ms() + 3_600_000;
+//! let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970");
+//! let later = now.as_millis() as u64 + 3_600_000;
 //! let plan = expire::plan(&store, "files", Duration::from_secs(1800), later)?;
 //! assert_eq!(plan.stale.len(), 1);
 //! assert_eq!(plan.apply(&store)?, 1);
@@ -34,9 +35,6 @@ use std::time::Duration;
 use crate::store::OffsetStore;
 use crate::store::OffsetStoreExt as _;
 use crate::{Error, Offset, OffsetKey, Result};
-
-#[doc(hidden)]
-pub use crate::time::{format_duration, now_ms, parse_duration};
 
 /// A partition whose offset was last written before the cut-off.
 #[derive(Debug, Clone, PartialEq)]

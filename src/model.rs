@@ -7,10 +7,13 @@
 //! (and a key's structural identity, which is its sorted JSON) lives in [`codec`](crate::codec), which
 //! builds on this module; this module uses no other of the crate.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, OnceLock};
+
+pub(crate) mod key_hash;
+
+pub(crate) use key_hash::BuildKeyHasher;
 
 /// One value in a partition or offset map. Kafka Connect allows nothing nested.
 #[derive(Clone, Debug)]
@@ -233,42 +236,6 @@ impl fmt::Debug for OffsetKey {
         f.write_str(&String::from_utf8_lossy(&self.connect_key()))
     }
 }
-
-/// A hasher for [`OffsetKey`]: keys carry their own precomputed hash, so the map only passes it on.
-#[derive(Clone, Copy, Default, Debug)]
-#[doc(hidden)]
-pub struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        // Only reached if something other than an OffsetKey is hashed with it: fold the bytes in.
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-/// Builds [`KeyHasher`]s.
-#[derive(Clone, Copy, Default, Debug)]
-#[doc(hidden)]
-pub struct BuildKeyHasher;
-
-impl BuildHasher for BuildKeyHasher {
-    type Hasher = KeyHasher;
-    fn build_hasher(&self) -> KeyHasher {
-        KeyHasher(0)
-    }
-}
-
-/// A map keyed by [`OffsetKey`] using its precomputed hash.
-#[doc(hidden)]
-pub type KeyMap<V> = HashMap<OffsetKey, V, BuildKeyHasher>;
 
 /// The entries of one batch: each key once, `None` meaning reset (a tombstone). Iteration follows
 /// insertion order, so a batch encodes to the same bytes every time.

@@ -14,11 +14,10 @@ pub const HISTORY_NAMESPACE: &str = "__connect-offsets-history";
 /// `{"connector":C,"writer":W}`.
 pub const ALARMS_NAMESPACE: &str = "__connect-offsets-alarms";
 
-/// The namespace fences live in ([`store::fence`](crate::store::fence)); no connector may use it.
+/// The namespace fences live in (`store::fence`); no connector may use it.
 pub const FENCES_NAMESPACE: &str = "__connect-offsets-fences";
 
-/// The namespace of the writers' records ([`buffer::register`](crate::buffer::register)); no
-/// connector may use it.
+/// The namespace of the writers' records (`buffer::register`); no connector may use it.
 pub const WRITERS_NAMESPACE: &str = "__connect-offsets-writers";
 
 /// True for the reserved namespaces whose records describe this very store's writers (their

@@ -4,7 +4,7 @@
 //!
 //! The id is recorded as an offset of its own, the **marker**, in the reserved namespace
 //! [`ONCE_NAMESPACE`]: partition `{"id":"<id>"}`, offset
-//! `{"by":"<writer>","entries":N,"at_ms":T,"digest":"<hex>"}`. The digest ([`entries_digest`])
+//! `{"by":"<writer>","entries":N,"at_ms":T,"digest":"<hex>"}`. The digest (of the entries)
 //! tells whether a later run with the same id brings the same offsets: one that brings others is
 //! told so rather than told that they are in (a marker written before digests says nothing).
 //! It travels in the same [`Batch`](crate::Batch) as the override's entries, so every backend's
@@ -16,7 +16,7 @@
 //! ## Processes that race
 //! "Check the marker, then write" is safe where one process at a time holds the store (RocksDB's
 //! directory lock; a worker's commit buffer over its own store). Kafka has no compare-and-set, so
-//! a tool opens the topic with [`store_url`], which adds `exclusive.id=once-<digest of the id>`:
+//! a tool (the crate's does) opens the topic with `exclusive.id=once-<digest of the id>` added:
 //! the handle's writes go through a transactional producer whose `transactional.id` derives from
 //! the override id, initialized *before* the topic is read. Of two processes with one id, the one
 //! initialized later fences the other; the fenced one's transaction is aborted (nothing of it is
@@ -29,115 +29,13 @@
 //! overrides one at a time.
 
 use crate::store::{OffsetStore, OffsetStoreExt};
-use crate::{Error, Offset, OffsetKey, Partition, Result};
+use crate::{Error, Offset, OffsetKey, Result};
 
 pub use crate::namespaces::ONCE_NAMESPACE;
 
-/// The longest id accepted, in characters (it becomes part of a record key).
-#[doc(hidden)]
-pub const MAX_ID_CHARS: usize = 200;
+pub(crate) mod marker;
 
-/// Checks an override id: non-empty, at most [`MAX_ID_CHARS`] characters, no control characters,
-/// no leading or trailing whitespace (both invisible in a configuration file).
-#[doc(hidden)]
-pub fn validate_id(id: &str) -> Result<()> {
-    let bad = |why: &str| Error::Input(format!("override id {id:?}: {why}"));
-    if id.is_empty() {
-        return Err(bad("must not be empty"));
-    }
-    let chars = id.chars().count();
-    if chars > MAX_ID_CHARS {
-        return Err(bad(&format!(
-            "is {chars} characters long, at most {MAX_ID_CHARS} are allowed"
-        )));
-    }
-    if let Some((i, c)) = id.chars().enumerate().find(|(_, c)| c.is_control()) {
-        return Err(bad(&format!(
-            "holds the control character U+{:04X} at position {i}",
-            u32::from(c)
-        )));
-    }
-    if id.trim() != id {
-        return Err(bad("must not begin or end with whitespace"));
-    }
-    Ok(())
-}
-
-/// FNV-1a, 128 bits: stable across versions and platforms (unlike the std and foldhash hashers),
-/// and plenty to tell two override files apart (this is no defence against forgery: anyone who
-/// may write the store may write the marker).
-fn fnv1a_128(bytes: &[u8]) -> u128 {
-    const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
-    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
-    bytes
-        .iter()
-        .fold(OFFSET, |h, &b| (h ^ u128::from(b)).wrapping_mul(PRIME))
-}
-
-/// The digest of `bytes` as 32 hex digits: what a marker's `digest` holds.
-#[doc(hidden)]
-pub fn digest_of(bytes: &[u8]) -> String {
-    format!("{:032x}", fnv1a_128(bytes))
-}
-
-/// The digest of an override's entries: the same for the same offsets whatever their order, the
-/// member order of their partitions and offsets ([`OffsetKey::id`] and sorted members).
-#[doc(hidden)]
-pub fn entries_digest(entries: &[(OffsetKey, Option<Offset>)]) -> String {
-    let mut sorted: Vec<&(OffsetKey, Option<Offset>)> = entries.iter().collect();
-    sorted.sort_by(|a, b| a.0.id().cmp(b.0.id()));
-    let mut bytes = Vec::new();
-    for (k, v) in sorted {
-        bytes.extend_from_slice(&(k.id().len() as u64).to_be_bytes());
-        bytes.extend_from_slice(k.id());
-        match v {
-            None => bytes.push(0),
-            Some(o) => {
-                bytes.push(1);
-                let mut members: Vec<(&str, &crate::Value)> = o.iter().collect();
-                members.sort_by(|a, b| a.0.cmp(b.0));
-                let sorted: Offset = members.into_iter().map(|(n, v)| (n, v.clone())).collect();
-                let mut json = Vec::new();
-                crate::codec::json::encode_value(&sorted, &mut json);
-                bytes.extend_from_slice(&(json.len() as u64).to_be_bytes());
-                bytes.extend_from_slice(&json);
-            }
-        }
-    }
-    digest_of(&bytes)
-}
-
-/// Whether `marker` records `digest`: `None` when it records none (written before digests).
-#[doc(hidden)]
-pub fn digest_matches(marker: &Offset, digest: &str) -> Option<bool> {
-    match marker.get("digest") {
-        Some(crate::Value::String(d)) => Some(d == digest),
-        _ => None,
-    }
-}
-
-/// The URL a tool opens to apply override `id` to the store `url` names: on `kafka://`, with
-/// `exclusive.id=once-<digest of the id>` (unless the URL names one), so that processes applying
-/// the same id fence each other (see [Processes that race](self#processes-that-race)); any
-/// other URL as it is. Open it only to write: a dry run must not fence a real one.
-#[doc(hidden)]
-pub fn store_url(url: &str, id: &str) -> Result<String> {
-    let parsed = crate::store::StoreUrl::parse(url)?;
-    if parsed.scheme != "kafka" || parsed.param("exclusive.id").is_some() {
-        return Ok(url.to_string());
-    }
-    let sep = if url.contains('?') { '&' } else { '?' };
-    Ok(format!(
-        "{url}{sep}exclusive.id=once-{}",
-        digest_of(id.as_bytes())
-    ))
-}
-
-/// The key of the marker that records override `id` as applied.
-#[doc(hidden)]
-pub fn marker_key(id: &str) -> OffsetKey {
-    OffsetKey::new(ONCE_NAMESPACE, Partition::new().with("id", id))
-}
+pub(crate) use marker::{entries_digest, marker_key, validate_id};
 
 /// Offsets to set (`Some`) or reset (`None`), applied once per id.
 ///
@@ -182,8 +80,9 @@ pub enum OnceOutcome {
 }
 
 impl OnceOverride {
-    /// An override with a [valid](validate_id) id. Refuses entries in [`ONCE_NAMESPACE`] (an
-    /// override must not forge or erase markers) and a key named twice (which value would win?).
+    /// An override with a valid id (not empty, at most 200 characters, no control characters, no
+    /// leading or trailing whitespace). Refuses entries in [`ONCE_NAMESPACE`] (an override must not
+    /// forge or erase markers) and a key named twice (which value would win?).
     pub fn new(id: impl Into<String>, entries: Vec<(OffsetKey, Option<Offset>)>) -> Result<Self> {
         let id = id.into();
         validate_id(&id)?;
@@ -212,13 +111,14 @@ impl OnceOverride {
 
     /// The same override with `digest` recorded in its marker instead of its entries' digest: for
     /// an override whose entries depend on what the store holds (`reset --all`, `import
-    /// --replace`), digest what was asked ([`digest_of`]) so that asking again compares equal.
+    /// --replace`), record a digest of what was asked so that asking again compares equal.
     pub fn with_digest(mut self, digest: impl Into<String>) -> Self {
         self.digest = digest.into();
         self
     }
 
-    /// The digest its marker records ([`entries_digest`] unless [`with_digest`](Self::with_digest)).
+    /// The digest its marker records: its entries' (whatever their order) unless
+    /// [`with_digest`](Self::with_digest) gave another.
     pub fn digest(&self) -> &str {
         &self.digest
     }
@@ -260,8 +160,8 @@ impl OnceOverride {
     /// holds the marker (for tools; a worker's override goes through its commit buffer). On a store
     /// that is not [atomic](crate::store::Capabilities), the marker is written after the entries.
     ///
-    /// Safe against other processes applying the same id when `store` was opened from
-    /// [`store_url`] (see [Processes that race](self#processes-that-race)): then the write of a
+    /// Safe against other processes applying the same id when `store` was opened with the id's
+    /// `exclusive.id` (see [Processes that race](self#processes-that-race)): then the write of a
     /// process that lost the race fails with [`Error::Fenced`] and writes nothing; read the store
     /// again (a new handle) to find the winner's marker.
     pub fn apply_to(&self, store: &dyn OffsetStore, by: &str) -> Result<OnceOutcome> {
@@ -284,7 +184,9 @@ impl OnceOverride {
 
 #[cfg(test)]
 mod tests {
+    use super::marker::{MAX_ID_CHARS, digest_matches, digest_of, store_url};
     use super::*;
+    use crate::Partition;
     use crate::store::MemoryStore;
 
     #[test]

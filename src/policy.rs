@@ -50,8 +50,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::dead_letter::{DeadLetter, DeadLetterFile};
+use crate::dead_letter::DeadLetter;
 use crate::{Error, Offset, OffsetKey, Result};
+
+/// The dead-letter file [`ResetPolicies::with_dead_letter`] takes.
+#[doc(hidden)]
+pub use crate::dead_letter::DeadLetterFile;
 
 /// What to do with an offset a worker cannot use (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -451,7 +451,7 @@ fn to_json(args: &BenchArgs, outs: &[Outcome]) -> String {
         .map(|o| {
             let secs = o.elapsed.as_secs_f64();
             let mut url = Vec::new();
-            connect_offsets::codec::json::encode_str(&o.url, &mut url);
+            connect_offsets::internal::codec::json::encode_str(&o.url, &mut url);
             format!(
                 "{{\"store\":\"{}\",\"url\":{},\"offsets\":{},\"commits\":{},\"log_batches\":{},\"log_syncs\":{},\"store_writes\":{},\"seconds\":{:.6},\
                  \"offsets_per_sec\":{:.1},\"commits_per_sec\":{:.1},\"commit_p50_ms\":{},\"commit_p99_ms\":{},\"commit_max_ms\":{},\

@@ -4,9 +4,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use connect_offsets::Result;
-use connect_offsets::codec::json;
-use connect_offsets::connector_offsets::encode_entry;
-use connect_offsets::expire::{self, ExpirePlan, format_duration, parse_duration};
+use connect_offsets::expire::{self, ExpirePlan};
+use connect_offsets::internal::codec::json;
+use connect_offsets::internal::connector_offsets::encode_entry;
+use connect_offsets::internal::time::{format_duration, now_ms, parse_duration};
 
 use super::{StoreArg, open_existing, print, quoted};
 
@@ -43,7 +44,7 @@ fn older_than(text: &str) -> std::result::Result<Duration, String> {
 pub(crate) fn run(a: ExpireArgs) -> Result<ExitCode> {
     let store = open_existing(&a.store)?;
     super::warn_unapplied(&*store, Some(&a.connector), !a.dry_run);
-    let plan = expire::plan(&*store, &a.connector, a.older_than, expire::now_ms())?;
+    let plan = expire::plan(&*store, &a.connector, a.older_than, now_ms())?;
     let n = if a.dry_run {
         plan.stale.len()
     } else {

@@ -2,10 +2,11 @@
 
 use std::process::ExitCode;
 
-use connect_offsets::codec::json;
 use connect_offsets::history::{
-    self, Change, HISTORY_PARAM, HistoryConfig, HistoryStore, RewindTo, time,
+    self, Change, HISTORY_PARAM, HistoryConfig, HistoryStore, RewindTo,
 };
+use connect_offsets::internal::codec::json;
+use connect_offsets::internal::time;
 use connect_offsets::store::{OffsetStoreExt, StoreUrl};
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Result};
 

@@ -18,7 +18,7 @@ use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use connect_offsets::codec::json;
+use connect_offsets::internal::codec::json;
 use connect_offsets::{Error, Offset, OffsetKey, OffsetStore};
 
 /// `eprintln!` that never panics: a closed stderr (a pipe whose reader left) loses the message,
@@ -265,7 +265,7 @@ pub(crate) fn open_read_only(store: &StoreArg) -> connect_offsets::Result<Box<dy
 /// (`buffer::register`). A writer's replay never undoes a tool's write (`store::fence`), which a
 /// write says.
 pub(crate) fn warn_unapplied(store: &dyn OffsetStore, connector: Option<&str>, writing: bool) {
-    match connect_offsets::buffer::register::unapplied(store, connector) {
+    match connect_offsets::internal::buffer::register::unapplied(store, connector) {
         Ok(notes) => {
             for n in notes {
                 if writing {

@@ -5,12 +5,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use connect_offsets::connector_offsets::{ConnectorOffsets, OffsetsExport, encode_entry};
+use connect_offsets::internal::connector_offsets::{ConnectorOffsets, OffsetsExport, encode_entry};
+use connect_offsets::internal::once::{
+    digest_matches, digest_of, entries_digest, marker_key, store_url, validate_id,
+};
+use connect_offsets::internal::wal::frame::FrameKind;
+use connect_offsets::internal::wal::inspect;
 use connect_offsets::migrate::{MigrateOptions, MigrateReport};
-use connect_offsets::once::{self, OnceOutcome, OnceOverride};
+use connect_offsets::once::{OnceOutcome, OnceOverride};
 use connect_offsets::store::OffsetStoreExt;
-use connect_offsets::wal::frame::FrameKind;
-use connect_offsets::wal::inspect;
 use connect_offsets::{Error, OffsetKey, OffsetStore, Result};
 
 use super::{
@@ -167,7 +170,7 @@ pub(crate) fn connectors(a: ConnectorsArgs) -> Result<ExitCode> {
     // The crate's own records (override markers, history, alarms) are offsets, not a connector
     // (`list` still shows them).
     let mut names = store.namespaces()?;
-    names.retain(|n| !connect_offsets::is_reserved_namespace(n));
+    names.retain(|n| !connect_offsets::internal::namespaces::is_reserved_namespace(n));
     if a.json {
         let items: Vec<String> = names.iter().map(|n| quoted(n)).collect();
         print(format!("[{}]", items.join(",")).as_bytes())?;
@@ -241,14 +244,12 @@ pub(crate) fn reset(a: ResetArgs) -> Result<ExitCode> {
     let once_digest = match (&a.once, &a.partition) {
         (None, _) => None,
         (Some(id), Some(p)) => {
-            once::validate_id(id)?;
-            Some(once::entries_digest(&[(parse_key(&a.connector, p)?, None)]))
+            validate_id(id)?;
+            Some(entries_digest(&[(parse_key(&a.connector, p)?, None)]))
         }
         (Some(id), None) => {
-            once::validate_id(id)?;
-            Some(once::digest_of(
-                format!("reset --all {}", a.connector).as_bytes(),
-            ))
+            validate_id(id)?;
+            Some(digest_of(format!("reset --all {}", a.connector).as_bytes()))
         }
     };
     let store = match &a.once {
@@ -340,7 +341,7 @@ pub(crate) fn export_bytes(store: &dyn OffsetStore, connector: Option<&str>) -> 
         None => {
             let mut doc = OffsetsExport::default();
             for c in store.namespaces()? {
-                if connect_offsets::is_store_local_namespace(&c) {
+                if connect_offsets::internal::namespaces::is_store_local_namespace(&c) {
                     continue;
                 }
                 let offsets = ConnectorOffsets::from_stored(&store.partitions(&c)?);
@@ -370,7 +371,7 @@ pub(crate) fn export(a: ExportArgs) -> Result<ExitCode> {
 /// True (and says so) when `store` holds the marker of override `id`; an error when the marker
 /// shows that the id applied other offsets than those of `digest` (what this run was given).
 fn already_applied(store: &dyn OffsetStore, id: &str, digest: &str) -> Result<bool> {
-    let Some(marker) = store.get(&once::marker_key(id))? else {
+    let Some(marker) = store.get(&marker_key(id))? else {
         return Ok(false);
     };
     report_applied(id, &marker, digest)?;
@@ -381,9 +382,9 @@ fn already_applied(store: &dyn OffsetStore, id: &str, digest: &str) -> Result<bo
 /// the marker's digest is not `digest`.
 fn report_applied(id: &str, marker: &connect_offsets::Offset, digest: &str) -> Result<()> {
     let mut shown = Vec::new();
-    connect_offsets::codec::json::encode_map(marker, &mut shown);
+    connect_offsets::internal::codec::json::encode_map(marker, &mut shown);
     let shown = String::from_utf8_lossy(&shown);
-    match once::digest_matches(marker, digest) {
+    match digest_matches(marker, digest) {
         Some(true) => note!("override `{id}` was already applied ({shown}); nothing written"),
         None => note!(
             "override `{id}` was already applied ({shown}); nothing written (its marker, from an \
@@ -402,14 +403,14 @@ fn report_applied(id: &str, marker: &connect_offsets::Offset, digest: &str) -> R
 }
 
 /// The store `--once ID` writes to: on Kafka opened so that runs with the same id fence each other
-/// (`once::store_url`). A store another process holds (RocksDB's lock: another run of the id, most
+/// (`store_url`). A store another process holds (RocksDB's lock: another run of the id, most
 /// likely, which takes a moment) is waited for up to 10 s, then refused with what to do.
 fn open_for_once(
     url: &str,
     id: &str,
     open: impl Fn(&str) -> Result<Box<dyn OffsetStore>>,
 ) -> Result<Box<dyn OffsetStore>> {
-    let url = once::store_url(url, id)?;
+    let url = store_url(url, id)?;
     let deadline = Instant::now() + std::time::Duration::from_secs(10);
     loop {
         match open(&url) {
@@ -474,7 +475,7 @@ fn marker_after_fence(arg: &StoreArg, id: &str) -> Option<connect_offsets::Offse
     let deadline = Instant::now() + std::time::Duration::from_secs(15);
     loop {
         if let Ok(store) = open_existing(arg)
-            && let Ok(Some(marker)) = store.get(&once::marker_key(id))
+            && let Ok(Some(marker)) = store.get(&marker_key(id))
         {
             return Some(marker);
         }
@@ -487,7 +488,7 @@ fn marker_after_fence(arg: &StoreArg, id: &str) -> Option<connect_offsets::Offse
 
 pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
     if let Some(id) = &a.once {
-        once::validate_id(id)?;
+        validate_id(id)?;
     }
     let bytes = match a.input.as_deref() {
         Some(p) if p.as_os_str() != "-" => std::fs::read(p).map_err(|e| Error::io("read", p, e))?,
@@ -523,10 +524,8 @@ pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
             .flat_map(|(c, offsets)| offsets.clone().into_entries(c))
             .collect();
         match a.replace {
-            false => once::entries_digest(&named),
-            true => once::digest_of(
-                format!("import --replace {}", once::entries_digest(&named)).as_bytes(),
-            ),
+            false => entries_digest(&named),
+            true => digest_of(format!("import --replace {}", entries_digest(&named)).as_bytes()),
         }
     });
     let store = match &a.once {
@@ -808,9 +807,9 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
     }
     let mut rows: Vec<Row> = Vec::new();
     let alarms = connect_offsets::alarms::read(&*store)?;
-    let now_ms = connect_offsets::expire::now_ms();
+    let now_ms = connect_offsets::internal::time::now_ms();
     for c in store.namespaces()? {
-        if connect_offsets::is_reserved_namespace(&c) {
+        if connect_offsets::internal::namespaces::is_reserved_namespace(&c) {
             continue; // the crate's own records, not a connector
         }
         let parts = store.partitions(&c)?;
@@ -1002,7 +1001,7 @@ pub(crate) fn lag(a: LagArgs) -> Result<ExitCode> {
                     r.connector,
                     r.writer,
                     if r.stalled(now_ms) { "yes" } else { "no" },
-                    connect_offsets::expire::format_duration(r.unmoved_for(now_ms)),
+                    connect_offsets::internal::time::format_duration(r.unmoved_for(now_ms)),
                     r.backwards
                 )
                 .as_bytes(),

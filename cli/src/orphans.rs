@@ -9,8 +9,8 @@
 use std::collections::BTreeSet;
 use std::process::ExitCode;
 
+use connect_offsets::internal::time;
 use connect_offsets::store::OffsetStoreExt;
-use connect_offsets::time;
 use connect_offsets::{Error, OffsetKey, OffsetStore, Result};
 
 use super::{StoreArg, escape_controls, open_existing, open_read_only, print, quoted};
@@ -40,7 +40,9 @@ pub(crate) fn find(store: &dyn OffsetStore, configured: &BTreeSet<String>) -> Re
     let group = store.kind() == "kafka-group";
     let mut out = Vec::new();
     for name in store.namespaces()? {
-        if connect_offsets::is_reserved_namespace(&name) || configured.contains(&name) {
+        if connect_offsets::internal::namespaces::is_reserved_namespace(&name)
+            || configured.contains(&name)
+        {
             continue;
         }
         let parts = store.partitions(&name)?;
@@ -230,7 +232,7 @@ pub(crate) fn run(a: OrphansArgs) -> Result<ExitCode> {
                     quoted(name),
                     a.connect_configs
                 )));
-            } else if connect_offsets::is_reserved_namespace(name) {
+            } else if connect_offsets::internal::namespaces::is_reserved_namespace(name) {
                 return Err(Error::Input(format!(
                     "{} is a namespace the crate keeps its own records in, no connector's; \
                      nothing written",

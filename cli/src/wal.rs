@@ -4,9 +4,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use connect_offsets::Result;
-use connect_offsets::dead_letter::DeadLetterFile;
-use connect_offsets::wal::frame::FrameKind;
-use connect_offsets::wal::inspect::{self, FrameInfo, FrameStatus, LogScan};
+use connect_offsets::internal::dead_letter::DeadLetterFile;
+use connect_offsets::internal::wal::frame::FrameKind;
+use connect_offsets::internal::wal::inspect::{self, FrameInfo, FrameStatus, LogScan};
 
 use super::{CORRUPT, print, quoted};
 

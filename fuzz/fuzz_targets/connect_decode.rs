@@ -1,6 +1,6 @@
-//! `connect_decode`: see `connect_offsets::fuzz_checks::connect_decode` for what is checked.
+//! `connect_decode`: see `connect_offsets::internal::fuzz_checks::connect_decode` for what is checked.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| connect_offsets::fuzz_checks::connect_decode(data));
+fuzz_target!(|data: &[u8]| connect_offsets::internal::fuzz_checks::connect_decode(data));

@@ -1,9 +1,9 @@
 //! `connect_roundtrip`: arbitrary keys and offsets through Connect's JSON and back; see
-//! `connect_offsets::fuzz_checks::connect_roundtrip_case` for what is checked. Committed seeds and
+//! `connect_offsets::internal::fuzz_checks::connect_roundtrip_case` for what is checked. Committed seeds and
 //! regressions are canonical cases; any other input is read through `arbitrary`.
 #![no_main]
 
-use connect_offsets::fuzz_checks::{RoundtripCase, connect_roundtrip_case};
+use connect_offsets::internal::fuzz_checks::{RoundtripCase, connect_roundtrip_case};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

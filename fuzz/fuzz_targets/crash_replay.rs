@@ -1,6 +1,6 @@
-//! `crash_replay`: see `connect_offsets::fuzz_checks::crash_replay` for what is checked.
+//! `crash_replay`: see `connect_offsets::internal::fuzz_checks::crash_replay` for what is checked.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| connect_offsets::fuzz_checks::crash_replay(data));
+fuzz_target!(|data: &[u8]| connect_offsets::internal::fuzz_checks::crash_replay(data));

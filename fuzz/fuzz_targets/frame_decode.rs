@@ -1,6 +1,6 @@
-//! `frame_decode`: see `connect_offsets::fuzz_checks::frame_decode` for what is checked.
+//! `frame_decode`: see `connect_offsets::internal::fuzz_checks::frame_decode` for what is checked.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| connect_offsets::fuzz_checks::frame_decode(data));
+fuzz_target!(|data: &[u8]| connect_offsets::internal::fuzz_checks::frame_decode(data));

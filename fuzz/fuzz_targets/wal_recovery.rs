@@ -1,9 +1,9 @@
 //! `wal_recovery`: log directories (segments, snapshots, unfinished and foreign files) opened by
-//! recovery; see `connect_offsets::fuzz_checks::wal_recovery_case` for what is checked. Committed
+//! recovery; see `connect_offsets::internal::fuzz_checks::wal_recovery_case` for what is checked. Committed
 //! seeds and regressions are canonical cases; any other input is read through `arbitrary`.
 #![no_main]
 
-use connect_offsets::fuzz_checks::{WalCase, wal_recovery_case};
+use connect_offsets::internal::fuzz_checks::{WalCase, wal_recovery_case};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

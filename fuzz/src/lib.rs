@@ -1,11 +1,11 @@
 //! Typed fuzz inputs: mirror types that derive [`Arbitrary`] and turn into the case types of
-//! `connect_offsets::fuzz_checks`, which hold every check. The targets in `fuzz_targets/` call
+//! `connect_offsets::internal::fuzz_checks`, which hold every check. The targets in `fuzz_targets/` call
 //! [`wal_case`] and [`roundtrip_case`] on the bytes libFuzzer gives them; `export_regression` calls
 //! the same functions to store a crash as a canonical case the main crate's tests can replay.
 
 use arbitrary::{Arbitrary, Unstructured};
-use connect_offsets::fuzz_checks::{CaseFile, CaseFileKind, RoundtripCase, WalCase};
-use connect_offsets::wal::frame::{self, FrameKind};
+use connect_offsets::internal::fuzz_checks::{CaseFile, CaseFileKind, RoundtripCase, WalCase};
+use connect_offsets::internal::wal::frame::{self, FrameKind};
 use connect_offsets::{Batch, FieldMap, OffsetKey, Value};
 
 /// At most this many files in a log directory.

@@ -34,8 +34,7 @@ mod log_thread;
 mod pending;
 mod policy;
 mod recovery;
-#[doc(hidden)]
-pub mod register;
+pub(crate) mod register;
 mod release;
 mod state;
 mod ticket;
@@ -50,6 +49,10 @@ pub use config::CommitBufferConfig;
 pub use config::SealObserver;
 pub use state::BufferStats;
 pub use ticket::CommitTicket;
+
+/// What recovery does with corrupt log bytes ([`CommitBufferConfig::recovery`]).
+#[doc(hidden)]
+pub use crate::wal::RecoveryPolicy;
 
 use apply_thread::ApplyThread;
 use expire_thread::ExpireThread;

@@ -1,9 +1,9 @@
 //! Offset history and rewind: how each offset moved, and putting a connector back where it was.
 //!
 //! Opt-in per store (`?history=7d` on any store URL, or [`HistoryStore::open`]): every batch the
-//! store applies also writes, **in the same batch**, one record per connector it changes (see
-//! [`record`] for the spelling): each partition's offset before and after, the time the store
-//! applied it and the batch's writer and seq. The records are offsets in the reserved namespace
+//! store applies also writes, **in the same batch**, one record per connector it changes (spelled
+//! as `docs/format.md` says): each partition's offset before and after, the time the store applied
+//! it and the batch's writer and seq. The records are offsets in the reserved namespace
 //! [`HISTORY_NAMESPACE`], so every backend keeps them exactly where and as atomically as the
 //! offsets: the memory store in memory (and its commit buffer's log and snapshot), RocksDB in the
 //! same write batch, Kafka in the same transaction of the same compacted topic (each record's key
@@ -25,14 +25,10 @@ use crate::store::{OffsetStore, StoreUrl};
 use crate::{Error, Offset, Result};
 
 mod known;
-#[doc(hidden)]
-pub mod record;
+mod record;
 mod rewind;
 mod store;
 
-/// The crate's [`time`] module, where history's callers have always found it.
-#[doc(hidden)]
-pub use crate::time;
 pub use record::Change;
 pub use rewind::{Move, RewindPlan, RewindTo, plan_rewind};
 pub use store::HistoryStore;

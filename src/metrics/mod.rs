@@ -52,8 +52,11 @@ use std::time::Duration;
 
 use ::metrics::Unit;
 
+use recorded::record_alarms;
+
 #[cfg(feature = "prometheus")]
 mod prometheus;
+pub(crate) mod recorded;
 #[cfg(feature = "prometheus")]
 pub use prometheus::{PrometheusHandle, install};
 
@@ -98,12 +101,6 @@ pub mod names {
     /// Commits that moved one of a connector's offsets backwards.
     pub const BACKWARD_MOVES: &str = "connect_offsets_backward_moves_total";
 }
-
-/// Buckets of the duration histograms, in seconds.
-#[doc(hidden)]
-pub const DURATION_BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -374,21 +371,6 @@ pub struct ConnectorAlarm {
     pub backwards: u64,
 }
 
-/// Records the alarm series of `writer`'s connectors: the `stalled` and `unmoved` gauges and the
-/// backwards counter (set to the count given, which the buffer keeps over its lifetimes).
-#[doc(hidden)]
-pub fn record_alarms(writer: &str, alarms: &[ConnectorAlarm]) {
-    for a in alarms {
-        let (c, w) = (a.connector.clone(), writer.to_string());
-        ::metrics::gauge!(names::CONNECTOR_STALLED, "connector" => c.clone(), "writer" => w.clone())
-            .set(if a.stalled { 1.0 } else { 0.0 });
-        ::metrics::gauge!(names::CONNECTOR_UNMOVED, "connector" => c.clone(), "writer" => w.clone())
-            .set(a.unmoved.as_secs_f64());
-        ::metrics::counter!(names::BACKWARD_MOVES, "connector" => c, "writer" => w)
-            .absolute(a.backwards);
-    }
-}
-
 /// A source of gauges that [`sample`] reads: [`CommitBuffer`](crate::buffer::CommitBuffer)
 /// implements it, and [`watch`] registers one.
 #[doc(hidden)]
@@ -438,8 +420,8 @@ pub(crate) fn opened(source: Weak<dyn Sampled>) {
 
 /// The age of the oldest uncommitted offer of every connector seen so far, per writer
 /// (`Duration::ZERO` when the connector has nothing pending), sorted. Empty unless tracking is on.
-#[doc(hidden)]
-pub fn connector_ages() -> Vec<(String, String, Duration)> {
+#[cfg(test)]
+fn connector_ages() -> Vec<(String, String, Duration)> {
     connector_ages_of(live(open_buffers()).iter().chain(&live(watched())))
 }
 

@@ -6,8 +6,13 @@ use std::time::Duration;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 
-use super::{DESCRIPTIONS, DURATION_BUCKETS, describe, names, sample, track_connector_age};
+use super::{DESCRIPTIONS, describe, names, sample, track_connector_age};
 use crate::{Error, Result};
+
+/// Buckets of the duration histograms, in seconds.
+const DURATION_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
 
 /// `metrics-exporter-prometheus`'s recorder with this crate's histogram buckets, and the handle
 /// that renders it.

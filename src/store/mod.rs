@@ -46,26 +46,26 @@ use std::sync::Arc;
 use crate::model::{Batch, OffsetKey};
 use crate::{Offset, Result};
 
-#[doc(hidden)]
-pub mod fault;
-#[doc(hidden)]
-pub mod fence;
-mod hooks;
+pub(crate) mod fault;
+pub(crate) mod fence;
+pub(crate) mod hooks;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod memory;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
-#[doc(hidden)]
-pub mod url;
+pub(crate) mod url;
 
+/// The fault seam the stores' `with_fault` take (tests; the test kit's is
+/// `conformance::ApplyFault`).
 #[doc(hidden)]
 pub use fault::ApplyFault;
 pub(crate) use hooks::extended;
+pub(crate) use hooks::hooks;
 pub use hooks::{BatchEntry, CommitHooks, Encoded, FrozenState};
-#[doc(hidden)]
-pub use hooks::{Hooks, hooks};
 pub use memory::MemoryStore;
+/// Parsed store URLs: taken by `HistoryConfig::take_from` and the Kafka stores' `open_url`, so
+/// public, but not part of the documented API.
 #[doc(hidden)]
 pub use url::StoreUrl;
 
@@ -254,7 +254,7 @@ pub trait OffsetStoreExt: OffsetStore {
     }
 
     /// Writes several entries in one atomic unsequenced batch and persists it. The batch also
-    /// fences each key against the replay of what writers' logs held before it ([`fence`]).
+    /// fences each key against the replay of what writers' logs held before it.
     fn write(&self, entries: Vec<(OffsetKey, Option<Offset>)>) -> Result<()> {
         self.write_replacing(entries, &[])
     }

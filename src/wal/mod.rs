@@ -18,8 +18,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub mod frame;
-/// The file-system seam, also at its old path (it serves the dead-letter file too).
-pub use crate::fs;
 pub mod inspect;
 pub mod reader;
 

@@ -2,8 +2,8 @@
 //! JsonConverter on Java 25), and properties over arbitrary maps and bytes.
 
 use base64::Engine as _;
-use connect_offsets::codec::json::{self, Json};
 use connect_offsets::codec::murmur2::{murmur2, partition_for};
+use connect_offsets::internal::codec::json::{self, Json};
 use connect_offsets::{FieldMap, OffsetKey, Value};
 use proptest::prelude::*;
 

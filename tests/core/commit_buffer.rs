@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability, WhenFull};
+use connect_offsets::internal::fs::SimFs;
 use connect_offsets::store::{Capabilities, MemoryStore, OffsetStore};
-use connect_offsets::wal::fs::SimFs;
 use connect_offsets::{Error, Offset, OffsetKey, Partition};
 
 fn key(i: i64) -> OffsetKey {
@@ -305,7 +305,7 @@ fn three_commits() -> SimFs {
 
 #[test]
 fn corruption_before_the_end_is_refused_or_skipped_to_the_dead_letter_file() {
-    use connect_offsets::wal::RecoveryPolicy;
+    use connect_offsets::buffer::RecoveryPolicy;
     let sim = three_commits();
     // Flip a byte inside the payload of the first of the three frames.
     let seg = std::path::Path::new("/wal/00000000000000000001.wal");
@@ -383,7 +383,7 @@ impl HeldWrites {
     }
 }
 
-impl connect_offsets::store::ApplyFault for HeldWrites {
+impl connect_offsets::conformance::ApplyFault for HeldWrites {
     fn before_entry(&self, _: &connect_offsets::Batch, _: usize) -> connect_offsets::Result<()> {
         Ok(())
     }
@@ -513,14 +513,16 @@ fn open_removes_only_the_logs_own_temporary_files() {
 /// sync would bring the corrupt frame back, and the reopen would refuse it).
 #[test]
 fn a_repair_survives_a_power_loss_right_after_it() {
-    use connect_offsets::dead_letter::DeadLetterFile;
-    use connect_offsets::wal::inspect::repair_with;
+    use connect_offsets::internal::dead_letter::DeadLetterFile;
+    use connect_offsets::internal::wal::inspect::repair_with;
     let sim = three_commits();
     let seg = std::path::Path::new("/wal/00000000000000000001.wal");
     let mut bytes = sim.contents(seg).expect("the first segment");
-    let first = connect_offsets::wal::frame::decode(&bytes).unwrap().len;
+    let first = connect_offsets::internal::wal::frame::decode(&bytes)
+        .unwrap()
+        .len;
     let third = first
-        + connect_offsets::wal::frame::decode(&bytes[first..])
+        + connect_offsets::internal::wal::frame::decode(&bytes[first..])
             .unwrap()
             .len;
     bytes[third + 24] ^= 0x10; // inside the last frame's payload: rot, not a torn write
@@ -776,7 +778,7 @@ mod encoded_ahead {
         failed: std::sync::atomic::AtomicBool,
     }
 
-    impl connect_offsets::store::ApplyFault for GateThenFail {
+    impl connect_offsets::conformance::ApplyFault for GateThenFail {
         fn before_entry(&self, batch: &Batch, index: usize) -> Result<()> {
             use std::sync::atomic::Ordering;
             let Some(crash) = self.fail else {
@@ -900,7 +902,7 @@ mod encoded_ahead {
         let rig = second_encoded_behind_a_held_write(None);
         // Rows built from the entries at the write would carry a write time from after the gate.
         std::thread::sleep(Duration::from_millis(100));
-        let opened_ms = connect_offsets::expire::now_ms();
+        let opened_ms = connect_offsets::internal::time::now_ms();
         rig.fault.open_gate();
         assert_eq!(rig.buf.commit_with(Durability::Store).wait().unwrap(), 2);
         assert_eq!(

@@ -2,10 +2,11 @@
 
 use std::sync::Arc;
 
+use connect_offsets::conformance::ApplyFault;
 use connect_offsets::conformance::Harness;
 use connect_offsets::conformance_tests;
 use connect_offsets::history::{HistoryConfig, HistoryStore};
-use connect_offsets::store::{ApplyFault, MemoryStore, OffsetStore};
+use connect_offsets::store::{MemoryStore, OffsetStore};
 
 /// Memory: every `open` is a handle on the same data (it lives as long as the harness); a fault gets
 /// its own handle sharing that data.

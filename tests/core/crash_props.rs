@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use connect_offsets::crash::CrashPoint;
+use connect_offsets::internal::crash::CrashPoint;
 use connect_offsets::scenario::{self, MemoryFactory, Op, Report, ScenarioOptions, StoreFactory};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
@@ -147,7 +147,7 @@ struct KafkaFactory(kafka_util::TopicGuard, &'static str);
 impl StoreFactory for KafkaFactory {
     fn open(
         &mut self,
-        fault: Arc<dyn connect_offsets::store::ApplyFault>,
+        fault: Arc<dyn connect_offsets::conformance::ApplyFault>,
     ) -> connect_offsets::Result<Arc<dyn connect_offsets::OffsetStore>> {
         Ok(Arc::new(
             connect_offsets::store::kafka::KafkaStore::open(&kafka_util::url(&self.0, 3, self.1))?

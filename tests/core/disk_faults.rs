@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
-use connect_offsets::fs::{Fault, SimFs, SimOp};
+use connect_offsets::internal::fs::{Fault, SimFs, SimOp};
 use connect_offsets::store::rocksdb::RocksDbStore;
 use connect_offsets::store::{MemoryStore, OffsetStore};
 use connect_offsets::{Offset, OffsetKey, Partition, Value};
@@ -157,7 +157,7 @@ impl Rig {
     }
 
     fn files(&self, suffix: &str) -> usize {
-        use connect_offsets::fs::WalFs;
+        use connect_offsets::internal::fs::WalFs;
         self.sim
             .list(Path::new("/wal"))
             .unwrap()
@@ -269,7 +269,7 @@ fn eio_on_fdatasync_fails_until_reopen_and_a_later_sync_is_not_trusted() {
 
 #[test]
 fn simfs_a_sync_after_a_failed_one_does_not_make_the_dropped_bytes_durable() {
-    use connect_offsets::fs::WalFs;
+    use connect_offsets::internal::fs::WalFs;
     let sim = SimFs::new();
     let path = Path::new("/d/f");
     let mut f = sim.open_append(path).unwrap();

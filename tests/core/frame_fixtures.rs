@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use connect_offsets::wal::frame::{self, FrameKind};
+use connect_offsets::internal::wal::frame::{self, FrameKind};
 use connect_offsets::{Batch, Offset, OffsetKey, Partition, Value};
 
 /// Every value tag, a reset, names outside ASCII and a seq past one byte of varint.

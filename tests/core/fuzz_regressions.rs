@@ -1,12 +1,12 @@
 //! Replays every committed fuzz input, `fuzz/seeds/<target>/*` and `fuzz/regressions/<target>/*`,
-//! through the function its fuzz target calls (`connect_offsets::fuzz_checks`), so a crash the fuzzer
+//! through the function its fuzz target calls (`connect_offsets::internal::fuzz_checks`), so a crash the fuzzer
 //! once found fails an ordinary `cargo test` if it comes back. See `fuzz/README.md`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 
-use connect_offsets::fuzz_checks;
+use connect_offsets::internal::fuzz_checks;
 
 /// The largest single allocation an input may make, as `scripts/fuzz` runs libFuzzer with
 /// `-malloc_limit_mb=64`: without it a regression that once asked for 256 MiB would pass.

@@ -5,8 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
-use connect_offsets::dead_letter::DeadLetterFile;
-use connect_offsets::policy::{NoBounds, ResetPolicies, SourceBounds, Unusable};
+use connect_offsets::policy::{DeadLetterFile, NoBounds, ResetPolicies, SourceBounds, Unusable};
 use connect_offsets::store::{MemoryStore, OffsetStoreExt};
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition, Result};
 

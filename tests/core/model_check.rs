@@ -47,10 +47,10 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use connect_offsets::crash::{CrashPlan, CrashPoint};
-use connect_offsets::fs::{Keep, SimFs, WalFs};
+use connect_offsets::internal::crash::{CrashPlan, CrashPoint};
+use connect_offsets::internal::fs::{Keep, SimFs, WalFs};
+use connect_offsets::internal::wal::{RecoveryPolicy, WalDir};
 use connect_offsets::scenario::{MemoryFactory, Op, Scenario, ScenarioOptions, StoreFactory};
-use connect_offsets::wal::{RecoveryPolicy, WalDir};
 
 #[cfg(feature = "rocksdb")]
 use crate::scenario_util;
@@ -173,11 +173,11 @@ fn sites(hits: &BTreeMap<CrashPoint, u64>) -> Vec<Site> {
 }
 
 /// How many power losses an `Unsynced` allows, and the `i`-th of them.
-fn power_losses(u: &connect_offsets::fs::Unsynced) -> usize {
+fn power_losses(u: &connect_offsets::internal::fs::Unsynced) -> usize {
     u.files.iter().map(|(_, n)| n + 1).product::<usize>() << u.names.len()
 }
 
-fn nth_power_loss(u: &connect_offsets::fs::Unsynced, mut i: usize) -> Keep {
+fn nth_power_loss(u: &connect_offsets::internal::fs::Unsynced, mut i: usize) -> Keep {
     let mut keep = Keep::default();
     for (_, n) in &u.files {
         keep.bytes.push(i % (n + 1));

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
-use connect_offsets::once::{OnceOverride, marker_key};
+use connect_offsets::internal::once::marker_key;
+use connect_offsets::once::OnceOverride;
 use connect_offsets::{Batch, Offset, OffsetKey, OffsetStore, Partition};
 
 fn key(p: i64) -> OffsetKey {

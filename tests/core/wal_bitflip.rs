@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig};
+use connect_offsets::internal::fs::SimFs;
+use connect_offsets::internal::wal::frame::{self, FrameKind, HEADER_LEN};
+use connect_offsets::internal::wal::inspect::{FrameStatus, scan_segment};
+use connect_offsets::internal::wal::{RecoveryPolicy, WalDir};
 use connect_offsets::store::{MemoryStore, OffsetStore};
-use connect_offsets::wal::frame::{self, FrameKind, HEADER_LEN};
-use connect_offsets::wal::fs::SimFs;
-use connect_offsets::wal::inspect::{FrameStatus, scan_segment};
-use connect_offsets::wal::{RecoveryPolicy, WalDir};
 use connect_offsets::{Batch, Error, Offset, OffsetKey, Partition};
 
 const WRITER: &str = "connect-offsets";
@@ -351,7 +351,7 @@ fn every_header_bit_and_sampled_payload_bits_of_a_snapshot() {
         buf.close().unwrap();
     }
     let dir = Path::new("/wal");
-    let names = connect_offsets::wal::fs::WalFs::list(&sim, dir).unwrap();
+    let names = connect_offsets::internal::fs::WalFs::list(&sim, dir).unwrap();
     let snap = names
         .iter()
         .find(|n| n.ends_with(".snap"))

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
+use connect_offsets::internal::wal::inspect::scan;
 use connect_offsets::store::MemoryStore;
-use connect_offsets::wal::inspect::scan;
 use connect_offsets::{Offset, OffsetKey, Partition};
 
 fn copy_fixture(name: &str, to: &Path) {

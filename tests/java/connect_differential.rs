@@ -23,8 +23,8 @@ use std::io::Write as _;
 use std::process::Command;
 
 use base64::Engine as _;
-use connect_offsets::codec::json::{self, Json};
 use connect_offsets::codec::murmur2::{murmur2, partition_for};
+use connect_offsets::internal::codec::json::{self, Json};
 use connect_offsets::{FieldMap, OffsetKey, Value};
 
 /// SplitMix64: small, seeded, the same sequence on every machine.

@@ -49,7 +49,9 @@ fn batch_entries(seq: u64) -> Vec<(OffsetKey, Option<Offset>)> {
 /// log, in a reserved namespace).
 fn offsets(all: &[(OffsetKey, Offset)]) -> BTreeMap<Vec<u8>, Offset> {
     all.iter()
-        .filter(|(k, _)| !connect_offsets::is_reserved_namespace(k.namespace()))
+        .filter(|(k, _)| {
+            !connect_offsets::internal::namespaces::is_reserved_namespace(k.namespace())
+        })
         .map(|(k, v)| (k.id().to_vec(), v.clone()))
         .collect()
 }

@@ -156,7 +156,7 @@ pub fn wait_for<T>(
 /// The connector's state and its tasks' states from the body of Connect's
 /// `GET /connectors/{name}/status`.
 pub fn connector_status(body: &str) -> Option<(String, Vec<String>)> {
-    use connect_offsets::codec::json::{self, Json};
+    use connect_offsets::internal::codec::json::{self, Json};
     let Ok(Json::Object(obj)) = json::parse(body.as_bytes()) else {
         return None;
     };

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use connect_offsets::conformance::ApplyFault;
 use connect_offsets::scenario::StoreFactory;
-use connect_offsets::store::ApplyFault;
 use connect_offsets::store::rocksdb::RocksDbStore;
 
 fn shm_or_tmp() -> std::path::PathBuf {

@@ -44,7 +44,7 @@ fn round(
         crate::orphans::find(handle.get(), &configured).map_err(|e| e.to_string())?
     };
     gone_since.retain(|name, _| found.iter().any(|o| &o.name == name));
-    let now_ms = connect_offsets::time::now_ms();
+    let now_ms = connect_offsets::internal::time::now_ms();
     for orphan in found {
         let since = *gone_since
             .entry(orphan.name.clone())

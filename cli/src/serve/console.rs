@@ -16,11 +16,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use connect_offsets::codec::json::{self, Json};
-use connect_offsets::connector_offsets::{ConnectorOffsets, OffsetsExport};
 use connect_offsets::history::{self, HISTORY_PARAM, RewindTo};
+use connect_offsets::internal::codec::json::{self, Json};
+use connect_offsets::internal::connector_offsets::{ConnectorOffsets, OffsetsExport};
+use connect_offsets::internal::time;
 use connect_offsets::store::{OffsetStoreExt, StoreUrl};
-use connect_offsets::time;
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Result};
 
 use super::{Access, Reply, Server};
@@ -215,7 +215,7 @@ impl Server {
         match store.namespaces() {
             Ok(n) => names.extend(
                 n.into_iter()
-                    .filter(|n| !connect_offsets::is_reserved_namespace(n)),
+                    .filter(|n| !connect_offsets::internal::namespaces::is_reserved_namespace(n)),
             ),
             Err(e) => return self.store_error(e, "", false),
         }
@@ -553,7 +553,7 @@ impl Server {
         };
         for name in names
             .into_iter()
-            .filter(|n| !connect_offsets::is_reserved_namespace(n))
+            .filter(|n| !connect_offsets::internal::namespaces::is_reserved_namespace(n))
         {
             match store.partitions(&name) {
                 Ok(parts) => doc
@@ -585,7 +585,7 @@ impl Server {
         let mut left_out = Vec::new();
         for (name, offsets) in doc.connectors {
             // An export of a store with history holds its records: the store records its own.
-            if connect_offsets::is_reserved_namespace(&name) {
+            if connect_offsets::internal::namespaces::is_reserved_namespace(&name) {
                 left_out.push(name);
                 continue;
             }

@@ -53,13 +53,13 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use connect_offsets::connector_checks::{Managed, check_alter};
-use connect_offsets::connector_offsets::ConnectorOffsets;
+use connect_offsets::connect::checks::{Managed, check_alter};
+use connect_offsets::internal::connector_offsets::ConnectorOffsets;
+use connect_offsets::internal::fs::{RealFs, WalFs};
+use connect_offsets::internal::wal::frame::FrameKind;
+use connect_offsets::internal::wal::inspect;
 use connect_offsets::metrics::PrometheusHandle;
 use connect_offsets::store::{OffsetStoreExt, StoreUrl};
-use connect_offsets::wal::frame::FrameKind;
-use connect_offsets::wal::fs::{RealFs, WalFs};
-use connect_offsets::wal::inspect;
 use connect_offsets::{Error, Offset, OffsetKey, OffsetStore, Result};
 
 use super::http::{self, Limits, Request, Response};
@@ -409,9 +409,9 @@ impl Server {
         let Ok(records) = connect_offsets::alarms::read(handle.get()) else {
             return;
         };
-        let now = connect_offsets::expire::now_ms();
+        let now = connect_offsets::internal::time::now_ms();
         for r in records {
-            connect_offsets::metrics::record_alarms(
+            connect_offsets::internal::metrics::record_alarms(
                 &r.writer,
                 &[connect_offsets::metrics::ConnectorAlarm {
                     stalled: r.stalled(now),
@@ -436,10 +436,9 @@ impl Server {
                 match handle.get().namespaces() {
                     // The crate's own records (override markers, history, alarms) are offsets,
                     // not a connector.
-                    Ok(n) => names.extend(
-                        n.into_iter()
-                            .filter(|n| !connect_offsets::is_reserved_namespace(n)),
-                    ),
+                    Ok(n) => names.extend(n.into_iter().filter(|n| {
+                        !connect_offsets::internal::namespaces::is_reserved_namespace(n)
+                    })),
                     Err(e) => return self.store_error(e, "", false),
                 }
                 names
@@ -891,7 +890,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
         .reset_orphans_after
         .as_deref()
         .map(|d| {
-            connect_offsets::time::parse_duration(d)
+            connect_offsets::internal::time::parse_duration(d)
                 .map_err(|e| Error::Settings(format!("--reset-orphans-after {d}: {e}")))
         })
         .transpose()?;

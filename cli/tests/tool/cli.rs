@@ -364,16 +364,16 @@ fn bench_runs_and_reports() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let o = text(&out.stdout);
-    let json =
-        connect_offsets::codec::json::parse(o.trim().as_bytes()).expect("bench --json prints JSON");
-    let connect_offsets::codec::json::Json::Object(top) = json else {
+    let json = connect_offsets::internal::codec::json::parse(o.trim().as_bytes())
+        .expect("bench --json prints JSON");
+    let connect_offsets::internal::codec::json::Json::Object(top) = json else {
         panic!("{o}")
     };
     let results = &top.iter().find(|(k, _)| k == "results").expect("results").1;
-    let connect_offsets::codec::json::Json::Array(rows) = results else {
+    let connect_offsets::internal::codec::json::Json::Array(rows) = results else {
         panic!("{o}")
     };
-    let connect_offsets::codec::json::Json::Object(row) = &rows[0] else {
+    let connect_offsets::internal::codec::json::Json::Object(row) = &rows[0] else {
         panic!("{o}")
     };
     let get = |k: &str| {
@@ -384,16 +384,16 @@ fn bench_runs_and_reports() {
     };
     assert_eq!(
         get("store"),
-        connect_offsets::codec::json::Json::String("memory".into())
+        connect_offsets::internal::codec::json::Json::String("memory".into())
     );
     assert_eq!(
         get("offsets"),
-        connect_offsets::codec::json::Json::Int(5000),
+        connect_offsets::internal::codec::json::Json::Int(5000),
         "{o}"
     );
     assert_eq!(
         get("commits"),
-        connect_offsets::codec::json::Json::Int(10),
+        connect_offsets::internal::codec::json::Json::Int(10),
         "{o}"
     );
 }

@@ -125,7 +125,7 @@ fn jiff_now() -> String {
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap();
-    connect_offsets::time::format_rfc3339(d.as_micros() as i64)
+    connect_offsets::internal::time::format_rfc3339(d.as_micros() as i64)
 }
 
 fn get_offsets(url: &str, connector: &str) -> String {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
-use connect_offsets::codec::json::{self, Json};
+use connect_offsets::internal::codec::json::{self, Json};
 use connect_offsets::store::MemoryStore;
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};
 
@@ -139,7 +139,7 @@ fn corruption_needs_quarantine_and_then_the_buffer_opens() {
     write_log(&dir, 3);
     let seg = segment(&dir);
     let mut bytes = std::fs::read(&seg).unwrap();
-    let scan = connect_offsets::wal::inspect::scan(&dir).unwrap();
+    let scan = connect_offsets::internal::wal::inspect::scan(&dir).unwrap();
     let second = scan.frames().nth(1).unwrap().offset as usize;
     bytes[second + 20] ^= 0x55; // inside the second frame's payload
     std::fs::write(&seg, &bytes).unwrap();
@@ -214,8 +214,8 @@ fn corruption_needs_quarantine_and_then_the_buffer_opens() {
         let p = e.unwrap().path();
         std::fs::copy(&p, copy.join(p.file_name().unwrap())).unwrap();
     }
-    let fs = connect_offsets::wal::fs::RealFs;
-    let lock = connect_offsets::wal::fs::WalFs::lock(&fs, &copy).unwrap();
+    let fs = connect_offsets::internal::fs::RealFs;
+    let lock = connect_offsets::internal::fs::WalFs::lock(&fs, &copy).unwrap();
     let out = cli(&[
         "wal",
         "repair",
@@ -312,7 +312,7 @@ fn a_rotted_length_in_the_newest_segment_is_corruption() {
         let dir = tmp.path().join("wal");
         write_log(&dir, 3);
         let seg = segment(&dir);
-        let scan = connect_offsets::wal::inspect::scan(&dir).unwrap();
+        let scan = connect_offsets::internal::wal::inspect::scan(&dir).unwrap();
         let at = scan.frames().nth(victim).unwrap().offset as usize;
         let mut bytes = std::fs::read(&seg).unwrap();
         bytes[at + 10] ^= 0x08; // the length's third byte: +512 KiB

@@ -155,7 +155,7 @@ pub fn offset_of<'a>(offsets: &'a [(Value, Value)], partition: &Value) -> Option
 
 /// Now, as RFC 3339 with microseconds (what `rewind --to` and `#rewind-time` take).
 pub fn now_rfc3339() -> String {
-    connect_offsets::time::format_rfc3339(connect_offsets::time::now_us())
+    connect_offsets::internal::time::format_rfc3339(connect_offsets::internal::time::now_us())
 }
 
 /// A browser whose failed waits save their screenshot among the others.

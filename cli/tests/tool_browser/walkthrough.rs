@@ -265,7 +265,7 @@ fn a_person_finds_edits_resets_rewinds_and_imports() {
     let rewind_time = b.find("#rewind-time");
     let picked = b.wait_until("a time picked on the chart", || {
         let v = rewind_time.value();
-        connect_offsets::time::parse_rfc3339(&v)
+        connect_offsets::internal::time::parse_rfc3339(&v)
             .is_ok()
             .then_some(v)
     });

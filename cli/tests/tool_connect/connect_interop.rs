@@ -33,8 +33,8 @@ use crate::scripts;
 
 use std::time::Duration;
 
-use connect_offsets::codec::json;
-use connect_offsets::connector_offsets::ConnectorOffsets;
+use connect_offsets::internal::codec::json;
+use connect_offsets::internal::connector_offsets::ConnectorOffsets;
 use connect_offsets::store::OffsetStoreExt;
 use connect_offsets::store::kafka::KafkaStore;
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};
@@ -488,7 +488,7 @@ fn a_real_connect_worker_and_our_store_share_the_offsets_topic() {
     assert_eq!(odd_record.value, Some(odd_value));
     // Single-member maps come back in our member order: the whole entry is byte for byte ours.
     let mut file_entry = Vec::new();
-    connect_offsets::connector_offsets::encode_entry(
+    connect_offsets::internal::connector_offsets::encode_entry(
         Some(&partition),
         Some(&Offset::new().with("position", first_line)),
         &mut file_entry,

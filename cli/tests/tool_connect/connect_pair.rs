@@ -20,7 +20,7 @@ use crate::scripts;
 
 use std::time::Duration;
 
-use connect_offsets::connector_offsets::ConnectorOffsets;
+use connect_offsets::internal::connector_offsets::ConnectorOffsets;
 use connect_offsets::store::OffsetStoreExt;
 use connect_offsets::store::kafka::KafkaStore;
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};
@@ -262,6 +262,6 @@ fn an_exactly_once_worker_and_our_pair_read_and_reset_alike() {
 /// `s` as a JSON string.
 fn serde_json_str(s: &str) -> String {
     let mut out = Vec::new();
-    connect_offsets::codec::json::encode_str(s, &mut out);
+    connect_offsets::internal::codec::json::encode_str(s, &mut out);
     String::from_utf8(out).unwrap()
 }

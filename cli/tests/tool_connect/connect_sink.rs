@@ -19,8 +19,8 @@ use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;
 
-use connect_offsets::codec::json;
-use connect_offsets::connector_offsets::ConnectorOffsets;
+use connect_offsets::internal::codec::json;
+use connect_offsets::internal::connector_offsets::ConnectorOffsets;
 use connect_offsets::store::kafka::KafkaGroupStore;
 use connect_offsets::{OffsetKey, Value};
 use http_util::{Serve, request as http};

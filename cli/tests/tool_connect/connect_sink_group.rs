@@ -12,8 +12,8 @@ use crate::scripts;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use connect_offsets::codec::json;
-use connect_offsets::connector_offsets::ConnectorOffsets;
+use connect_offsets::internal::codec::json;
+use connect_offsets::internal::connector_offsets::ConnectorOffsets;
 use connect_offsets::store::kafka::KafkaGroupStore;
 use connect_offsets::{OffsetStore, Value};
 use http_util::{Serve, request as http};

@@ -36,10 +36,10 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use connect_offsets::OffsetStore;
-use connect_offsets::codec::json;
-use connect_offsets::connector_offsets::ConnectorOffsets;
+use connect_offsets::internal::codec::json;
+use connect_offsets::internal::connector_offsets::ConnectorOffsets;
+use connect_offsets::internal::time;
 use connect_offsets::store::kafka::KafkaGroupStore;
-use connect_offsets::time;
 use connect_offsets::{Offset, Partition};
 use http_util::Serve;
 use http_util::request as http;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use connect_offsets::alarms::{self, AlarmRecord};
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
-use connect_offsets::expire::now_ms;
+use connect_offsets::internal::time::now_ms;
 use connect_offsets::once::OnceOverride;
 use connect_offsets::store::MemoryStore;
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Partition};

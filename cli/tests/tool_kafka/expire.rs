@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
-use connect_offsets::expire::{self, now_ms};
+use connect_offsets::expire;
+use connect_offsets::internal::time::now_ms;
 use connect_offsets::store::MemoryStore;
 use connect_offsets::store::rocksdb::RocksDbStore;
 use connect_offsets::{Offset, OffsetKey, OffsetStore, OffsetStoreExt, Partition};
@@ -507,7 +508,7 @@ fn a_buffer_refuses_to_expire_a_store_without_times() {
 #[derive(Debug, Default)]
 struct Gate(std::sync::atomic::AtomicBool);
 
-impl connect_offsets::store::ApplyFault for Gate {
+impl connect_offsets::conformance::ApplyFault for Gate {
     fn before_entry(&self, _: &connect_offsets::Batch, _: usize) -> connect_offsets::Result<()> {
         Ok(())
     }

@@ -15,9 +15,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
-use connect_offsets::history::{self, HistoryConfig, HistoryStore, RewindTo, time};
+use connect_offsets::history::{self, HistoryConfig, HistoryStore, RewindTo};
+use connect_offsets::internal::store::hooks;
+use connect_offsets::internal::time;
 use connect_offsets::store::rocksdb::RocksDbStore;
-use connect_offsets::store::{Capabilities, CommitHooks, MemoryStore, OffsetStoreExt, hooks};
+use connect_offsets::store::{Capabilities, CommitHooks, MemoryStore, OffsetStoreExt};
 use connect_offsets::{Batch, Offset, OffsetKey, OffsetStore, Partition};
 
 const C: &str = "orders-source";
@@ -862,7 +864,7 @@ fn serve_answers_a_connectors_history() {
 #[derive(Debug, Default)]
 struct FailFirstWriteOfA(std::sync::atomic::AtomicBool);
 
-impl connect_offsets::store::ApplyFault for FailFirstWriteOfA {
+impl connect_offsets::conformance::ApplyFault for FailFirstWriteOfA {
     fn before_entry(&self, _: &Batch, _: usize) -> connect_offsets::Result<()> {
         Ok(())
     }
@@ -1094,7 +1096,7 @@ fn remembered_offsets_record_what_reading_them_records() {
 #[derive(Debug)]
 struct NoFault;
 
-impl connect_offsets::store::ApplyFault for NoFault {
+impl connect_offsets::conformance::ApplyFault for NoFault {
     fn before_entry(&self, _: &Batch, _: usize) -> connect_offsets::Result<()> {
         Ok(())
     }

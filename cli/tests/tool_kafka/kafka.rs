@@ -7,12 +7,13 @@ use crate::kafka_util;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use connect_offsets::conformance::ApplyFault;
 use connect_offsets::conformance::Harness;
 use connect_offsets::conformance_tests;
 use connect_offsets::store::kafka::{
     KafkaStore, MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key,
 };
-use connect_offsets::store::{ApplyFault, CommitHooks, OffsetStore, OffsetStoreExt, StoreUrl};
+use connect_offsets::store::{CommitHooks, OffsetStore, OffsetStoreExt, StoreUrl};
 use connect_offsets::{Batch, Error, Offset, OffsetKey, Partition};
 use kafka_util::*;
 
@@ -1011,7 +1012,7 @@ fn applied_seq_survives_compaction() {
 
 #[test]
 fn an_aborted_batch_is_invisible_to_read_committed_but_not_to_read_uncommitted() {
-    use connect_offsets::store::fault::FailMidway;
+    use connect_offsets::internal::store::fault::FailMidway;
     let topic = TopicGuard::new("abort");
     let fault = Arc::new(FailMidway::new(3));
     let store = KafkaStore::open(&url(&topic, 3, ""))
@@ -1111,7 +1112,7 @@ fn an_unsequenced_write_carries_no_headers() {
 /// it as applied; the retry writes it whole, then the marker.
 #[test]
 fn idempotent_mode_marks_a_batch_applied_only_once_all_of_it_is_in() {
-    use connect_offsets::store::fault::FailMidway;
+    use connect_offsets::internal::store::fault::FailMidway;
     let topic = TopicGuard::new("idempotent");
     let fault = Arc::new(FailMidway::new(3));
     let store = KafkaStore::open(&url(&topic, 3, "&write.mode=idempotent"))

@@ -8,11 +8,12 @@ use crate::kafka_util;
 
 use std::sync::Arc;
 
+use connect_offsets::conformance::ApplyFault;
 use connect_offsets::conformance::Harness;
 use connect_offsets::conformance_tests;
 use connect_offsets::open;
 use connect_offsets::store::kafka::{KafkaPairStore, KafkaStore, KafkaStoreBuilder};
-use connect_offsets::store::{ApplyFault, OffsetStoreExt, StoreUrl};
+use connect_offsets::store::{OffsetStoreExt, StoreUrl};
 use connect_offsets::{Batch, Offset, OffsetKey, OffsetStore, Partition};
 use kafka_util::*;
 
@@ -310,7 +311,7 @@ fn the_cli_works_on_the_pair() {
 /// nothing of the batch shows, and the retry goes through.
 #[test]
 fn a_failed_global_write_leaves_the_primary_untouched() {
-    use connect_offsets::store::fault::FailMidway;
+    use connect_offsets::internal::store::fault::FailMidway;
 
     let (a, c) = (key("src", "/a"), key("src", "/c"));
     let global = global_with(&[(a.clone(), pos(1))]);
@@ -512,7 +513,7 @@ fn a_task_on_a_pair_commits_to_the_connectors_topic() {
 /// the open transaction are aborted, not committed by the next commit.
 #[test]
 fn a_task_commit_whose_worker_topic_tombstone_fails_writes_nothing() {
-    use connect_offsets::store::fault::FailMidway;
+    use connect_offsets::internal::store::fault::FailMidway;
 
     let global = global_with(&[(key("files", "old.log"), pos(7))]);
     let primary = TopicGuard::new("pair-task-fail");

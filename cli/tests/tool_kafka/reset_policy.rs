@@ -224,7 +224,10 @@ fn the_log_takes_its_policy_from_the_default() {
     config
         .set("offsets.reset.policy", "skip,orders=earliest")
         .unwrap();
-    assert_eq!(config.recovery, connect_offsets::wal::RecoveryPolicy::Skip);
+    assert_eq!(
+        config.recovery,
+        connect_offsets::buffer::RecoveryPolicy::Skip
+    );
     assert_eq!(
         config.reset_policies.policy_for("orders"),
         ResetPolicy::Earliest

@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use connect_offsets::fuzz_checks::{RoundtripCase, WalCase};
+use connect_offsets::internal::fuzz_checks::{RoundtripCase, WalCase};
 
 const TARGETS: [&str; 6] = [
     "frame_decode",

@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use connect_offsets::codec::json;
-use connect_offsets::fuzz_checks::{CaseFile, CaseFileKind, RoundtripCase, WalCase};
-use connect_offsets::wal::frame::{self, FrameKind};
+use connect_offsets::internal::codec::json;
+use connect_offsets::internal::fuzz_checks::{CaseFile, CaseFileKind, RoundtripCase, WalCase};
+use connect_offsets::internal::wal::frame::{self, FrameKind};
 use connect_offsets::{Batch, FieldMap, OffsetKey, Partition, Value};
 
 fn main() -> std::io::Result<()> {

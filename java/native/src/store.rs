@@ -17,7 +17,7 @@ use jni::objects::{JByteArray, JObject, JObjectArray, JString};
 use jni::sys::{jlong, jobjectArray, jstring};
 
 use connect_offsets::buffer::{CommitBuffer, CommitBufferConfig, Durability};
-use connect_offsets::codec::json;
+use connect_offsets::codec;
 use connect_offsets::{Error, OffsetKey, Result};
 
 /// The exception every failure becomes: Connect's own, which its callers expect.
@@ -131,7 +131,7 @@ fn to_byte_arrays<'l>(env: &mut JNIEnv<'l>, items: &[Option<Vec<u8>>]) -> Result
 }
 
 fn key(bytes: &[u8]) -> Result<OffsetKey> {
-    json::decode_key(bytes).map_err(|e| {
+    codec::decode_key(bytes).map_err(|e| {
         Error::Input(format!(
             "offset key `{}`: {e}",
             String::from_utf8_lossy(bytes)
@@ -179,7 +179,7 @@ pub fn open<'l>(
         }
         // Commits happen at set() only: an interval seal could split a set() into two batches.
         config.flush_interval = None;
-        let shown = connect_offsets::store::url::redact(&url);
+        let shown = connect_offsets::internal::store::url::redact(&url);
         let store = connect_offsets::open_for_writer(&url, &config.writer)
             .map_err(|e| e.context(format!("opening `{shown}`")))?;
         let durability = config.durability;
@@ -211,7 +211,7 @@ pub fn get<'l>(env: &mut JNIEnv<'l>, handle: jlong, keys: JObjectArray<'l>) -> j
             };
             let value = native.buffer.get(&key(k)?)?.map(|offset| {
                 let mut out = Vec::new();
-                json::encode_value(&offset, &mut out);
+                codec::encode_value(&offset, &mut out);
                 out
             });
             values.push(value);
@@ -255,7 +255,7 @@ pub fn set<'l>(
                 .ok_or_else(|| Error::Input("a null offset key".into()))?;
             let offset = match v {
                 None => None,
-                Some(v) => json::decode_value(v).map_err(|e| {
+                Some(v) => codec::decode_value(v).map_err(|e| {
                     Error::Input(format!(
                         "offset value `{}` of key `{}`: {e}",
                         String::from_utf8_lossy(v),

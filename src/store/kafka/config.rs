@@ -305,7 +305,7 @@ impl KafkaStoreBuilder {
         self
     }
 
-    /// Where undecodable records are copied (one JSON line each, see [`crate::dead_letter`]). Without
+    /// Where undecodable records are copied (one JSON line each, as `docs/format.md` says). Without
     /// one they are only counted ([`KafkaStore::dead_letters`](super::KafkaStore::dead_letters)) and
     /// logged as warnings.
     pub fn dead_letter_file(mut self, path: impl Into<PathBuf>) -> Self {
