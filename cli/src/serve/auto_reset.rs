@@ -49,10 +49,7 @@ fn round(
         let since = *gone_since
             .entry(orphan.name.clone())
             .or_insert_with(Instant::now);
-        let quiet = orphan
-            .last_write_ms
-            .is_none_or(|t| now_ms.saturating_sub(t) >= grace.as_millis() as u64);
-        if since.elapsed() < grace || !quiet {
+        if !due(since.elapsed(), orphan.last_write_ms, now_ms, grace) {
             continue;
         }
         server.cluster_now = Some(Ok(cluster.clone()));
@@ -71,4 +68,40 @@ fn round(
         }
     }
     Ok(())
+}
+
+/// Whether an orphan seen gone for `gone_for`, last written at `last_write_ms` (`None`: no time
+/// kept, as in a consumer group), is reset now: gone and unchanged for the whole grace period (a
+/// deleted connector's tasks may still commit once as they stop).
+fn due(gone_for: Duration, last_write_ms: Option<u64>, now_ms: u64, grace: Duration) -> bool {
+    let quiet = last_write_ms.is_none_or(|t| now_ms.saturating_sub(t) >= grace.as_millis() as u64);
+    gone_for >= grace && quiet
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_orphan_is_due_once_gone_and_unchanged_for_the_grace_period() {
+        let (grace, now) = (Duration::from_secs(60), 1_000_000);
+        let s = Duration::from_secs;
+        assert!(due(s(60), Some(now - 60_000), now, grace));
+        assert!(
+            due(s(61), None, now, grace),
+            "no write time: gone long enough is enough"
+        );
+        assert!(
+            !due(s(59), Some(now - 120_000), now, grace),
+            "not gone long enough"
+        );
+        assert!(
+            !due(s(120), Some(now - 59_999), now, grace),
+            "written within the grace period"
+        );
+        assert!(
+            !due(s(120), Some(now + 5_000), now, grace),
+            "a write stamped ahead of the clock"
+        );
+    }
 }

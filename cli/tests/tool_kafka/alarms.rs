@@ -249,6 +249,16 @@ fn lag_and_serve_show_the_alarms_from_the_kafka_store() {
         assert_eq!(status, 200);
         body.contains(&format!("{series} 1")).then_some(())
     });
+    // The console's summary shows the same alarms.
+    let summary = |want: &str| {
+        poll(want, || {
+            let (status, body) =
+                http_util::request("GET", &serve.url("/connectors?expand=summary"), None);
+            assert_eq!(status, 200, "{body}");
+            body.contains(want).then_some(())
+        })
+    };
+    summary(r#""alarms":{"stalled":true,"backwards":false}"#);
 
     // Moving again: unflagged. Then one step back, counted.
     moving.store(true, Ordering::Release);
@@ -269,6 +279,7 @@ fn lag_and_serve_show_the_alarms_from_the_kafka_store() {
         )
         .then_some(())
     });
+    summary(r#""alarms":{"stalled":false,"backwards":true}"#);
     stop.store(true, Ordering::Release);
     worker.join().unwrap();
     buffer.close().unwrap();
