@@ -139,7 +139,7 @@ impl Harness for MapHarness {
     }
 }
 
-/// Runs the suite on the store (`tests/conformance.rs` calls this too).
+/// Runs the suite on the store (`tests/core/conformance.rs` calls this too).
 pub fn main() {
     conformance::run_all(MapHarness::default);
     println!("the btreemap store passes the conformance suite");

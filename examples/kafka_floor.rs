@@ -168,7 +168,7 @@ fn produce(bootstrap: &str, topic: &str, batch: usize, seconds: f64) {
             }
             sent += 1;
         }
-        // As our writers wait: a flush sends what lingers at once (see src/store/kafka/flush.rs).
+        // As our writers wait: a flush sends what lingers at once (see src/store/kafka/ffi/flush.rs).
         // SAFETY: a live producer handle; rd_kafka_flush may be called from any thread.
         unsafe { rdkafka::bindings::rd_kafka_flush(p.client().native_ptr(), 30_000) };
         let ctx = p.context();

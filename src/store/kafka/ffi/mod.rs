@@ -15,8 +15,9 @@
 //! client for the whole call; every object made here (options, queues, events, requests) is
 //! destroyed before the function returns, and what is read from an event is copied out first;
 //! a topic handle lives no longer than its client (its owner declares it first). The tests
-//! against the real broker exercise each call: `tests/kafka.rs` (both write modes),
-//! `tests/kafka_snapshot.rs` (topic ids) and `tests/sink_offsets.rs` (group offsets deleted).
+//! against the real broker exercise each call: `cli/tests/tool_kafka/kafka.rs` (both write
+//! modes), `tests/kafka/kafka_snapshot.rs` (topic ids) and `cli/tests/tool_kafka/sink_offsets.rs`
+//! (group offsets deleted).
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod flush;
