@@ -1,36 +1,8 @@
-//! A connector's own offsets topic read in front of the worker-wide one: [`KafkaPairStore`].
-//!
-//! With exactly-once source support a connector may set `offsets.storage.topic` to a topic of its
-//! own while the worker keeps its global topic. Connect (`ConnectorOffsetBackingStore`) then reads
-//! a partition from the connector's topic (the **primary**) and, when it has no live record there,
-//! from the worker's (the **fallback**). This store does the same:
-//!
-//! * `get`, `partitions`, `namespaces`: the primary's offset of a partition, else the fallback's;
-//!   the partitions and namespaces of both;
-//! * an offset written goes to the primary only; the fallback's older offset stays, shadowed
-//!   (Connect also copies it to the worker's topic, best effort and unchecked; what a pair reads
-//!   is the same either way, and a copy that may silently fail is no guarantee to offer);
-//! * a reset tombstones the partition in the fallback first, then in the primary (KAFKA-15018:
-//!   a tombstone in the primary alone lets the fallback's old offset show through again). A
-//!   failed fallback write fails the batch before the primary is touched;
-//! * `applied_seq`, `writers` and the markers are the primary's: the fallback gets unsequenced
-//!   tombstones only, so a batch counts as applied once it is in the primary, and a batch replayed
-//!   after a crash between the two writes tombstones the fallback again, which changes nothing.
-//!
-//! That fallback is the contract `ConnectorOffsetBackingStore` documents. A Connect 4.4 worker
-//! does not keep it (`cli/tests/tool_connect/connect_pair.rs`): its connector store answers every key asked, an
-//! absent one as null, and that null replaces the worker store's value, so a partition only the
-//! worker topic holds reads as null there and its task starts afresh. Resets agree either way.
-//!
-//! A batch with resets is two writes to two topics, so it is not atomic
-//! ([`atomic`](Capabilities::atomic) is false): after a failed primary write a partition that only
-//! the fallback held is gone while the batch's other entries are not in. Its seq is recorded only
-//! with the primary write, so a commit buffer replays the batch whole.
-//!
-//! Opened by URL: `kafka://host:port/<connector topic>?fallback.topic=<worker topic>&...`. Every
-//! other parameter applies to both topics, except `partitions`, `replication` and `writer`, which
-//! are the primary's: the fallback topic is never created (it must exist) and nobody claims a
-//! writer on it. `snapshot.dir` keeps one snapshot per topic (`<topic>.snapshot`).
+//! A connector's own offsets topic read in front of the worker-wide one, as Connect's
+//! `ConnectorOffsetBackingStore` does: `KafkaPairStore` (URL parameter `fallback.topic`). A
+//! partition reads from the primary (the connector's topic), else from the fallback (the worker's);
+//! writes go to the primary, and a reset tombstones the fallback first: a batch with resets is not
+//! atomic. Every rule and why: `docs/design.md`, section "A connector's own offsets topic: `pair`".
 
 use std::collections::{BTreeMap, BTreeSet};
 

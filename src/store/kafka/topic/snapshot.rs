@@ -1,35 +1,17 @@
-//! The warm start: a file holding the loaded [`State`], the identity of the topic it was read from
+//! The warm start: a file holding the loaded `State`, the identity of the topic it was read from
 //! and where the reader stood in each partition, so the next open reads only what was written
-//! since. A snapshot is only used when nothing could have changed the records it holds behind the
-//! reader's back ([`check`]); otherwise the store reads the topic whole and says why.
+//! since. A snapshot is used only when nothing could have changed the records it holds behind the
+//! reader's back (`check`); otherwise the store reads the topic whole and says why.
 //!
-//! ## File layout (`<snapshot.dir>/<topic>.snapshot`, little-endian)
 //! ```text
-//! 0   8   magic "COSNAP\0\0"
-//! 8   4   u32 format version (2)
-//! 12  8   u64 body length
-//! 20  4   u32 CRC-32 (IEEE) of the body
-//! 24  ..  body:
-//!         str  cluster id                      (str = u32 length, UTF-8 bytes)
-//!         str  topic
-//!         16   topic id
-//!         i64  read_at_ms: wall-clock start of the last complete catch-up
-//!         u32  partitions, then per partition: i64 log start offset seen, i64 next offset to read
-//!         u32  writers, then per writer: str writer, u64 applied seq
-//!         u32  namespaces, then per namespace:
-//!              str  namespace
-//!              u64  the seed its keys are hashed with
-//!              u64  keys
-//!              u32  runs, then per run: u64 keys, u64 bytes (runs of 65,536 keys)
-//!              then per key, run after run: bytes (= u32 length, bytes) the key's entry as the
-//!              state keeps it: its canonical partition and every live form with its stamp,
-//!              record key and offset JSON (`state::Entry`); in the order of the buckets of
-//!              the table that will index them (`state::Keys::in_bucket_order`)
+//! <snapshot.dir>/<topic>.snapshot, little-endian; str = u32 length + UTF-8; lists: u32 count first
+//! 0 magic "COSNAP\0\0" | 8 u32 version (2) | 12 u64 body length | 20 u32 CRC-32 of body | 24 body:
+//!   str cluster id, str topic, 16 topic id, i64 read_at_ms
+//!   partitions (i64 log start offset seen, i64 next offset to read); writers (str, u64 seq)
+//!   namespaces: str name, u64 hash seed, u64 keys, runs of 65,536 keys (u64 keys, u64 bytes),
+//!   then every key's entry (u32 length, `state::Entry`), run after run, in bucket order
 //! ```
-//! Nothing follows the body. One checksum covers it all, computed as the file is read. The state
-//! indexes the entries where the file's bytes hold them: no allocation a key, nothing decoded.
-//! The runs let every core check and hash entries from the start (their lengths are read one
-//! after the other), and the bucket order lets the inserts walk the table's memory once.
+//! Every field and the checks on read: `docs/format.md`, section "Kafka warm-start snapshot".
 
 use std::io;
 use std::path::{Path, PathBuf};

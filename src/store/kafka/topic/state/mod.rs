@@ -1,38 +1,8 @@
-//! The topic's content in memory: [`State`] keeps, per structural key, every form of it that is
-//! live in the topic, answers lookups with the newest one, and tells the writer which key bytes and
-//! topic partitions a write of that key must use. The reader ([`super::load`]) fills it from the
-//! topic, the writer ([`super::write`]) from its own commits.
-//!
-//! Its parts: `entry`, the byte layout of one key's forms ([`Entry`], [`View`]); `index`, the
-//! keys of a namespace, hashed, in their own allocations or in a snapshot's bytes ([`Keys`]);
-//! `forms`, which form of a key wins and what each form's record key is. [`State`] itself
-//! (here) puts records, answers lookups and tells the writer where a key's records go.
-//!
-//! ## One structural key, several record keys
-//! Connect looks offsets up by exact key bytes, so `{"a":1,"b":2}` and `{"b":2,"a":1}` are two
-//! records to Kafka (and usually on two different partitions), while to this crate they are one key.
-//! [`State`] therefore keeps, per structural key, every *form* that is live in the topic: one exact
-//! record key in one topic partition (what compaction keeps one record of). Several forms come from
-//! other writers: a connector whose map iterates in another order than Connect's REST API
-//! re-encodes it, or a worker on JDK 17, whose `Double.toString` spells some doubles with one digit
-//! more than JDK 19+ (`9.999999999999999E22` for `1e23`).
-//!
-//! **Which form `get` and `partitions` answer with: the newest record.** Forms are ordered by
-//! [`Stamp`]: the record timestamp first, then the topic partition, then the offset in it (the
-//! tie-break, so that equal timestamps still give one answer). The greatest is current. Records of
-//! one topic partition are read in their order, but the partitions arrive interleaved in no fixed
-//! order; since the rule does not depend on that order, every read of the same topic gives the
-//! same answer. A record without a timestamp counts as `-1`. A tombstone removes its form only;
-//! the newest of the others becomes current.
-//!
-//! **How the writer keeps every reader right** (see [`super::write`]): a key with live forms is
-//! written under *each* live form's exact bytes, in the topic partition that holds it, and with an
-//! explicit record timestamp; none of them is tombstoned, so whoever looks any of them up (the
-//! connector that owns the record, a JDK 17 worker) finds the new offset. A reset tombstones every
-//! live form. A key with no live form is written in the caller's member order, spelled as JDK 19+
-//! does, on the partition murmur2 gives. Our own committed records enter the state with the
-//! timestamp they were produced with and [`Stamp::UNREAD`] as their offset, until the reader reads
-//! them back with their real one.
+//! The topic's content in memory: `State` keeps every live form (record key and topic partition)
+//! of each structural key, answers lookups with the newest (by `Stamp`) and tells the writer which
+//! key bytes and partitions a write must use; `super::load` and `super::write` fill it. Parts:
+//! `entry` (one key's forms), `index` (a namespace's keys), `forms` (which form wins). The rule
+//! and why: `docs/design.md`, section "One structural key, several record keys".
 
 use std::collections::{BTreeMap, HashMap};
 
