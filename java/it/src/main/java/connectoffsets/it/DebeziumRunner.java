@@ -18,7 +18,7 @@ import io.debezium.engine.RecordChangeEvent;
 
 /**
  * One Debezium 3.6 embedded engine (the async engine, {@code DebeziumEngine.create}'s default)
- * with the PostgreSQL connector, for tests/debezium.rs, which SIGKILLs it at random moments.
+ * with the PostgreSQL connector, for tests/java/debezium.rs, which SIGKILLs it at random moments.
  *
  * <pre>
  *   java connectoffsets.it.DebeziumRunner OUTPUT PROPERTIES_FILE [key=value ...]

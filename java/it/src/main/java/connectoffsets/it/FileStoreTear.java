@@ -13,7 +13,7 @@ import org.apache.kafka.connect.runtime.standalone.StandaloneConfig;
 import org.apache.kafka.connect.storage.FileOffsetBackingStore;
 
 /**
- * Kafka's {@code FileOffsetBackingStore} killed while it rewrites its file (tests/debezium.rs).
+ * Kafka's {@code FileOffsetBackingStore} killed while it rewrites its file (tests/java/debezium.rs).
  * Its {@code save()} writes the whole map through an {@code ObjectOutputStream} over
  * {@code Files.newOutputStream(file)}: the file is truncated and rewritten in place, with no temp
  * file, no rename and no fsync; its {@code load()} reads an {@code EOFException} as "no offsets".

@@ -82,7 +82,7 @@ public class RecordingOffsetStore implements OffsetBackingStore {
         }
         if (cls.equals(MemoryOffsetBackingStore.class.getName())) {
             // Abstract in Kafka 4.4; the engine makes the same anonymous subclass. Volatile: the
-            // tests use it to show that their checks catch a store that forgets (tests/debezium.rs).
+            // tests use it to show that their checks catch a store that forgets (tests/java/debezium.rs).
             return new MemoryOffsetBackingStore() {
                 @Override
                 public Set<Map<String, Object>> connectorPartitions(String connectorName) {
