@@ -32,6 +32,23 @@ pub trait Harness {
     }
 }
 
+/// History's wrapper (`?history=7d`) over `H`'s store, for running the suite through it.
+pub struct HistoryHarness<H>(pub H);
+
+impl<H: Harness> Harness for HistoryHarness<H> {
+    fn open(&mut self, fault: Option<Arc<dyn ApplyFault>>) -> Result<Box<dyn OffsetStore>> {
+        let inner = self.0.open(fault)?;
+        let config = crate::history::HistoryConfig::parse("7d", None)?;
+        Ok(Box::new(crate::history::HistoryStore::open(inner, config)?))
+    }
+    fn reopen_keeps_data(&self) -> bool {
+        self.0.reopen_keeps_data()
+    }
+    fn keeps_reserved_namespaces(&self) -> bool {
+        true
+    }
+}
+
 /// The namespaces of `s` that the suite wrote.
 fn namespaces(h: &dyn Harness, s: &dyn OffsetStore) -> Vec<String> {
     let mut all = s.namespaces().expect("namespaces");
@@ -654,7 +671,9 @@ pub fn hooks_admit_and_as_stored(h: &mut dyn Harness) {
 /// The suite for a store of sink connectors' positions (a consumer group), which takes only
 /// unsequenced writes of sink partitions: `connector`'s offsets, for partitions 0 to 2 of `topic`
 /// (which exists, with at least three partitions). Each method of both traits that such a store
-/// serves, as [`conformance_tests!`](crate::conformance_tests) checks them on the others.
+/// serves, as [`conformance_tests!`](crate::conformance_tests) checks them on the others; and the
+/// two it keeps nothing for: [`writers`](OffsetStore::writers) is empty and
+/// [`applied_seq`](OffsetStore::applied_seq) is an error, so that no commit buffer runs over it.
 pub fn sink_partitions(h: &mut dyn Harness, connector: &str, topic: &str) {
     let sink = |p: Value| {
         let partition = Partition::new()
@@ -694,6 +713,8 @@ pub fn sink_partitions(h: &mut dyn Harness, connector: &str, topic: &str) {
             .expect("namespaces")
             .contains(&connector.to_string())
     );
+    // No writer sequence: unsequenced writes record none, and asking for one is an error.
+    no_writer_seq(&*s);
 
     // Prepared and encoded when the store does either; then extended by a partition.
     let batch = Arc::new(Batch::new("", 0, [(sink(Value::Int(0)), Some(at(7)))]));
@@ -744,6 +765,24 @@ pub fn sink_partitions(h: &mut dyn Harness, connector: &str, topic: &str) {
             s.get(&sink(Value::Int(1))).expect("get"),
             Some(at(6)),
             "after a reopen"
+        );
+        no_writer_seq(&*s);
+    }
+}
+
+/// What a store of sink positions answers for writer sequences: no writers, and an error (not 0)
+/// for any writer's applied seq, the unsequenced writer `""` included.
+fn no_writer_seq(s: &dyn OffsetStore) {
+    let writers = s.writers().expect("writers");
+    assert!(
+        writers.is_empty(),
+        "a sink store lists writers: {writers:?}"
+    );
+    for writer in ["", "w"] {
+        let seq = s.applied_seq(writer);
+        assert!(
+            seq.is_err(),
+            "a sink store answers applied_seq({writer:?}) with {seq:?}, not an error"
         );
     }
 }

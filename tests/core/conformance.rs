@@ -1,11 +1,11 @@
-//! The conformance suite against each backend compiled in (Kafka's run lives in `cli/tests/tool_kafka/kafka.rs`).
+//! The conformance suite against each backend compiled in (Kafka's runs, history's over Kafka
+//! included, live in `cli/tests/tool_kafka/kafka.rs` and `kafka_pair.rs`).
 
 use std::sync::Arc;
 
 use connect_offsets::conformance::ApplyFault;
-use connect_offsets::conformance::Harness;
+use connect_offsets::conformance::{Harness, HistoryHarness};
 use connect_offsets::conformance_tests;
-use connect_offsets::history::{HistoryConfig, HistoryStore};
 use connect_offsets::store::{MemoryStore, OffsetStore};
 
 /// Memory: every `open` is a handle on the same data (it lives as long as the harness); a fault gets
@@ -62,27 +62,6 @@ impl Harness for RocksDbHarness {
 conformance_tests!(rocksdb, || RocksDbHarness {
     dir: tempfile::tempdir().expect("tempdir")
 });
-
-/// History's wrapper over another harness's store: every check holds through it, its records kept
-/// under their reserved namespace.
-struct HistoryHarness<H>(H);
-
-impl<H: Harness> Harness for HistoryHarness<H> {
-    fn open(
-        &mut self,
-        fault: Option<Arc<dyn ApplyFault>>,
-    ) -> connect_offsets::Result<Box<dyn OffsetStore>> {
-        let inner = self.0.open(fault)?;
-        let config = HistoryConfig::parse("7d", None)?;
-        Ok(Box::new(HistoryStore::open(inner, config)?))
-    }
-    fn reopen_keeps_data(&self) -> bool {
-        self.0.reopen_keeps_data()
-    }
-    fn keeps_reserved_namespaces(&self) -> bool {
-        true
-    }
-}
 
 conformance_tests!(history_memory, || HistoryHarness(MemoryHarness {
     store: None

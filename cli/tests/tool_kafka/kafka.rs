@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use connect_offsets::conformance::ApplyFault;
-use connect_offsets::conformance::Harness;
+use connect_offsets::conformance::{Harness, HistoryHarness};
 use connect_offsets::conformance_tests;
 use connect_offsets::store::kafka::{
     KafkaStore, MARKER_FIELD, SEQ_HEADER, WRITER_HEADER, marker_key,
@@ -53,6 +53,8 @@ conformance_tests!(kafka, || KafkaHarness::new(""));
 conformance_tests!(kafka_idempotent, || KafkaHarness::new(
     "&write.mode=idempotent"
 ));
+// `kafka://…?history=`: history's wrapper over the topic store.
+conformance_tests!(history_kafka, || HistoryHarness(KafkaHarness::new("")));
 
 /// A sink connector's consumer group (`kafka-group://`), which takes only unsequenced writes of
 /// sink partitions: the suite's checks for such a store, on a fresh topic and connector.

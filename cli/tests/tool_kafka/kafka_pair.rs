@@ -9,7 +9,7 @@ use crate::kafka_util;
 use std::sync::Arc;
 
 use connect_offsets::conformance::ApplyFault;
-use connect_offsets::conformance::Harness;
+use connect_offsets::conformance::{Harness, HistoryHarness};
 use connect_offsets::conformance_tests;
 use connect_offsets::open;
 use connect_offsets::store::kafka::{KafkaPairStore, KafkaStore, KafkaStoreBuilder};
@@ -64,6 +64,8 @@ conformance_tests!(pair, || PairHarness::new(""));
 conformance_tests!(pair_idempotent, || PairHarness::new(
     "&write.mode=idempotent"
 ));
+// `kafka://…?fallback.topic=…&history=`: history's wrapper over the pair.
+conformance_tests!(history_pair, || HistoryHarness(PairHarness::new("")));
 
 fn key(connector: &str, file: &str) -> OffsetKey {
     OffsetKey::new(connector, Partition::new().with("filename", file))
