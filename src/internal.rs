@@ -18,7 +18,7 @@
 //! * `model`: the hasher of maps keyed by `OffsetKey`;
 //! * `once`: an override's id, the digests its marker records, its key, the URL a tool opens;
 //! * `store`: `fault` (the `ApplyFault` seam), `fence` (a tool's fences against log replay),
-//!   `url` (`StoreUrl`, `redact`) and the hooks plumbing (`Hooks`, `hooks`).
+//!   `url` (`StoreUrl`, `redact`), `group` (`GroupNames`) and the hooks plumbing (`Hooks`, `hooks`).
 //!
 //! The modules here are globs of the crate's own: their docs, and the links in them, are read
 //! where the modules are (`cargo doc --document-private-items`).
@@ -112,5 +112,11 @@ pub mod store {
     /// Store URLs.
     pub mod url {
         pub use crate::store::url::*;
+    }
+
+    /// How a sink's consumer-group names are made.
+    #[cfg(feature = "kafka")]
+    pub mod group {
+        pub use crate::store::kafka::group::names::*;
     }
 }

@@ -34,7 +34,7 @@
 //! | URL | backend | feature |
 //! |---|---|---|
 //! | `memory://` | [`MemoryStore`] | always |
-//! | `rocksdb:///var/lib/offsets` | [`RocksDbStore`](rocksdb::RocksDbStore) | `rocksdb` |
+//! | `rocksdb:///var/lib/offsets` | `RocksDbStore` | `rocksdb` |
 //! | `kafka://127.0.0.1:9092/connect-offsets?partitions=25` | `KafkaStore` | `kafka` |
 //! | `kafka://127.0.0.1:9092/my-connector-offsets?fallback.topic=connect-offsets` | `KafkaPairStore` (a connector's topic, the worker's as fallback) | `kafka` |
 //! | `kafka://127.0.0.1:9092/connect-offsets?exactly.once.group=connect-cluster&exactly.once.task=files/0` | `KafkaStore` with an exactly-once source task (`TaskProducer`: records and offsets in one transaction; or `exactly.once.id=<transactional id>`) | `kafka` |
@@ -51,7 +51,7 @@ pub(crate) mod fence;
 pub(crate) mod hooks;
 #[cfg(feature = "kafka")]
 pub mod kafka;
-pub mod memory;
+mod memory;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
 pub(crate) mod url;

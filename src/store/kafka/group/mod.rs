@@ -27,8 +27,10 @@
 //! (its recovery asks [`applied_seq`](OffsetStore::applied_seq), which fails saying why): a sink
 //! task's position is committed by its own consumer, in the group, not through a log of ours.
 
-pub mod entry;
-pub mod names;
+pub(crate) mod entry;
+pub(crate) mod names;
+
+pub use entry::TopicPartition;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -49,7 +51,6 @@ use crate::model::{Batch, OffsetKey};
 use crate::store::url::StoreUrl;
 use crate::store::{Capabilities, CommitHooks, OffsetStore};
 use crate::{Error, Offset, Result};
-use entry::TopicPartition;
 use names::GroupNames;
 
 const STORE: &str = "kafka-group";
