@@ -40,6 +40,16 @@
 //!
 //! A URL naming a backend whose feature is off fails with [`Error::FeatureDisabled`] naming the feature.
 //!
+//! # Features
+//!
+//! | feature | adds | default |
+//! |---|---|---|
+//! | `rocksdb` | `rocksdb://`: the embedded store (RocksDB's C++, built without compression) | yes |
+//! | `kafka` | `kafka://` and `kafka-group://`: Connect's offsets topic, topic pairs, exactly-once task producers and sink connectors' consumer groups (librdkafka) | no |
+//! | `prometheus` | `metrics::install`: what the crate records, rendered as Prometheus text (`metrics-exporter-prometheus`) | no |
+//! | `testkit` | the conformance suite, the crash model and the fault seams, for testing a backend of your own; not a stable API | no |
+//! | `full` | all of the above | no |
+//!
 //! # Example
 //!
 //! ```
@@ -65,6 +75,8 @@
 // safe API lacks, each behind a safe function, with its safety notes).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+// docs.rs (`--cfg docsrs`, nightly) marks each item with the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // The public API is what the docs show, plus a few `#[doc(hidden)]` items that documented items
 // take or tell users to call, left where those are: `policy`'s `SourceBounds` and its kin,
 // `metrics::watch` (and `Sampled`, `BufferSample`), `store::StoreUrl`, `store::ApplyFault`,
