@@ -276,7 +276,7 @@ fn run_one(args: &BenchArgs, url: &str) -> Result<Outcome> {
     let pct = |p: f64| percentile(&latencies, p);
     Ok(Outcome {
         kind,
-        url: connect_offsets::store::StoreUrl::parse(&url)
+        url: connect_offsets::internal::store::url::StoreUrl::parse(&url)
             .map(|u| u.to_string())
             .unwrap_or(url),
         offsets: written.load(std::sync::atomic::Ordering::Relaxed),

@@ -237,7 +237,7 @@ pub(crate) fn open_target(
 /// Refuses a write to `memory://` from a command: the store ends with the process, so the change
 /// would be acknowledged and then lost (`serve` and `bench` keep theirs while they run).
 pub(crate) fn refuse_volatile(store: &StoreArg, command: &str) -> connect_offsets::Result<()> {
-    if connect_offsets::store::StoreUrl::parse(&store.url())?.scheme == "memory" {
+    if connect_offsets::internal::store::url::StoreUrl::parse(&store.url())?.scheme == "memory" {
         return Err(Error::Input(format!(
             "`{command}` into memory:// would be lost when the command exits (a memory store lives \
              as long as its process): name a store that keeps it, e.g. rocksdb:///path or \

@@ -77,7 +77,7 @@ pub(crate) fn in_use<'a>(
     store_url: &str,
     connectors: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
 ) -> Result<BTreeSet<String>> {
-    let url = connect_offsets::store::StoreUrl::parse(store_url)?;
+    let url = connect_offsets::internal::store::url::StoreUrl::parse(store_url)?;
     let names = group_names(&url)?;
     let mut out = BTreeSet::new();
     for (name, group) in connectors {
@@ -95,9 +95,9 @@ pub(crate) fn in_use<'a>(
 #[cfg(feature = "kafka")]
 #[allow(clippy::type_complexity)]
 fn group_names(
-    url: &connect_offsets::store::StoreUrl,
+    url: &connect_offsets::internal::store::url::StoreUrl,
 ) -> Result<Option<Box<dyn Fn(&str) -> Option<String>>>> {
-    use connect_offsets::store::kafka::group::names::GroupNames;
+    use connect_offsets::internal::store::group::GroupNames;
     if url.scheme != "kafka-group" {
         return Ok(None);
     }
@@ -108,7 +108,7 @@ fn group_names(
 #[cfg(not(feature = "kafka"))]
 #[allow(clippy::type_complexity)]
 fn group_names(
-    _: &connect_offsets::store::StoreUrl,
+    _: &connect_offsets::internal::store::url::StoreUrl,
 ) -> Result<Option<Box<dyn Fn(&str) -> Option<String>>>> {
     Ok(None)
 }
