@@ -6,8 +6,9 @@ use connect_offsets::history::{
     self, Change, HISTORY_PARAM, HistoryConfig, HistoryStore, RewindTo,
 };
 use connect_offsets::internal::codec::json;
+use connect_offsets::internal::store::url::StoreUrl;
 use connect_offsets::internal::time;
-use connect_offsets::store::{OffsetStoreExt, StoreUrl};
+use connect_offsets::store::OffsetStoreExt;
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Result};
 
 use super::{StoreArg, open_existing, open_read_only, parse_key, print, quoted};
@@ -114,11 +115,24 @@ fn refuse_sink_group(store: &dyn OffsetStore, command: &str) -> Result<()> {
     if store.kind() != "kafka-group" {
         return Ok(());
     }
-    Err(connect_offsets::Error::Input(format!(
+    Err(connect_offsets::Error::Input(no_history_on_groups(command)))
+}
+
+/// Why `command` (`history`, `rewind`) is refused on `kafka-group://`.
+pub(crate) fn no_history_on_groups(command: &str) -> String {
+    format!(
         "`{command}` is not available on kafka-group://: sink connectors' consumer groups keep \
          no history (only their committed offsets), and none can be turned on for them; \
          `list` shows the committed offsets, and `set` or `reset` moves them"
-    )))
+    )
+}
+
+/// Why a connector's history cannot be shown: its store was not opened with `?history=`.
+pub(crate) fn no_history(connector: &str) -> String {
+    format!(
+        "the store holds no history for connector `{connector}`: it records how offsets move when \
+         opened with `?{HISTORY_PARAM}=<retention>` (e.g. {HISTORY_PARAM}=7d)"
+    )
 }
 
 /// Newest batch first; a batch's changes stay in partition order.
@@ -140,6 +154,7 @@ pub(crate) fn show(a: HistoryArgs) -> Result<ExitCode> {
         .map_err(|e| e.context("--since"))?;
     let store = open_read_only(&a.store)?;
     refuse_sink_group(&*store, "history")?;
+    super::warn_unapplied(&*store, Some(&a.connector), false);
     let h = history::read(&*store, &a.connector)?;
     if h.changes.is_empty() && store.partitions(&a.connector)?.is_empty() {
         return Err(connect_offsets::Error::Input(format!(
@@ -148,11 +163,7 @@ pub(crate) fn show(a: HistoryArgs) -> Result<ExitCode> {
         )));
     }
     if h.horizon_us.is_none() {
-        return Err(connect_offsets::Error::Input(format!(
-            "the store holds no history for connector `{}`: it records how offsets move when \
-             opened with `?{HISTORY_PARAM}=<retention>` (e.g. {HISTORY_PARAM}=7d)",
-            a.connector
-        )));
+        return Err(connect_offsets::Error::Input(no_history(&a.connector)));
     }
     let mut shown: Vec<&Change> = h
         .changes

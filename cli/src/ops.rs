@@ -510,7 +510,7 @@ pub(crate) fn import(a: ImportArgs) -> Result<ExitCode> {
     // A store that records history records this import as a change; the document's history
     // records (an export of a store with history) would be taken as they are instead, and the
     // store's history would then disagree with its offsets.
-    let url = connect_offsets::store::StoreUrl::parse(&a.store.url())?;
+    let url = connect_offsets::internal::store::url::StoreUrl::parse(&a.store.url())?;
     let history = connect_offsets::history::HISTORY_NAMESPACE;
     if url.param("history").is_some() && doc.connectors.iter().any(|(c, _)| c == history) {
         doc.connectors.retain(|(c, _)| c != history);
@@ -678,6 +678,8 @@ pub(crate) fn migrate(a: MigrateArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let from = connect_offsets::open_read_only(&a.from)?;
     let to = open_target(&a.to, a.dry_run)?;
+    super::warn_unapplied(&*from, a.connector.as_deref(), false);
+    super::warn_unapplied(&*to, a.connector.as_deref(), !a.dry_run);
     let options = MigrateOptions {
         connector: a.connector.clone(),
         dry_run: a.dry_run,
@@ -732,7 +734,7 @@ pub(crate) fn migrate(a: MigrateArgs) -> Result<ExitCode> {
 /// The brokers of a Kafka store's URL and the settings to reach them as the store does (its
 /// security settings).
 pub(crate) fn store_brokers(url: &str) -> Option<(String, Vec<(String, String)>)> {
-    let url = connect_offsets::store::StoreUrl::parse(url)
+    let url = connect_offsets::internal::store::url::StoreUrl::parse(url)
         .ok()
         .filter(|u| u.scheme == "kafka" || u.scheme == "kafka-group")?;
     let brokers = url.location.split('/').next().filter(|h| !h.is_empty())?;

@@ -19,8 +19,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use connect_offsets::history::{self, HISTORY_PARAM, RewindTo};
 use connect_offsets::internal::codec::json::{self, Json};
 use connect_offsets::internal::connector_offsets::{ConnectorOffsets, OffsetsExport};
+use connect_offsets::internal::store::url::StoreUrl;
 use connect_offsets::internal::time;
-use connect_offsets::store::{OffsetStoreExt, StoreUrl};
+use connect_offsets::store::OffsetStoreExt;
 use connect_offsets::{Offset, OffsetKey, OffsetStore, Result};
 
 use super::{Access, Reply, Server};
@@ -710,6 +711,14 @@ impl Server {
                 400,
                 &format!(
                     "connector {name} has a config in the Connect cluster: it is not an orphan (reset its offsets with DELETE /connectors/{name}/offsets once it is stopped)"
+                ),
+            );
+        }
+        if connect_offsets::internal::namespaces::is_reserved_namespace(name) {
+            return Reply::error(
+                400,
+                &format!(
+                    "{name} is a namespace the crate keeps its own records in, no connector's; nothing written"
                 ),
             );
         }

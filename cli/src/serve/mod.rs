@@ -1,50 +1,25 @@
-//! `serve`: Kafka Connect's offsets REST API (KIP-875) over any store, and `/metrics`.
+//! `serve`: Kafka Connect's offsets REST API (KIP-875) over any store, and `/metrics`; the console's
+//! endpoints are in `console.rs`.
 //!
 //! | request | answer |
 //! |---|---|
-//! | `GET /connectors` | 200 `["name",...]`: connectors with offsets, and those named by `--connector` or modified through this server |
-//! | `GET /connectors/{name}/offsets` | 200 `{"offsets":[{"partition":...,"offset":...}]}`; 404 for an unknown connector |
-//! | `PATCH /connectors/{name}/offsets` | 200 `{"message":...}`; `"offset": null` resets a partition; 400 for an empty or malformed body; 404 unknown |
-//! | `DELETE /connectors/{name}/offsets` | 200 `{"message":...}`: every partition reset; 404 unknown |
-//! | `GET /connectors/{name}/offsets/history` | 200 what `history --json` prints (a store with `?history=`; ours, not Connect's); 404 unknown |
+//! | `GET /connectors` | 200 `["name",...]` |
+//! | `GET /connectors/{name}/offsets` | 200 `{"offsets":[{"partition":...,"offset":...}]}` |
+//! | `PATCH /connectors/{name}/offsets` | 200 `{"message":...}`; `"offset": null` resets a partition |
+//! | `DELETE /connectors/{name}/offsets` | 200 `{"message":...}`: every partition reset |
+//! | `GET /connectors/{name}/offsets/history` | 200 what `history --json` prints (ours, not Connect's) |
 //! | `GET /metrics` | Prometheus text |
 //!
-//! Errors are `{"error_code":N,"message":"..."}` as Connect writes them, with Connect's texts where it
-//! has one. Checked against a Kafka Connect 4.4 worker: the 404 (`Connector x not found`, `HTTP 404
-//! Not Found`), 405, the 400 for `{}` and `{"offsets":[]}` and the first sentence of the "must be
-//! stopped" 400 are Connect's own. Where Connect answers **500** (an empty body: a
-//! NullPointerException; malformed JSON, a wrong shape or a nested value: the Jackson or validation
-//! error), this server answers 400 with a message naming what is wrong: the client sent a bad request,
-//! and a script can tell it from a failing store. Connect's success message has two forms; this server
-//! gives the one for connectors that leave their offsets to the framework (the "framework-managed"
-//! text), since a store cannot know whether a connector also keeps offsets elsewhere. Sink-style
-//! partitions are stored like any other; over `kafka-group://` they are the connector's consumer
-//! group, as in Connect: a bad partition or offset answers 400 naming it, and a group with members
-//! 500 with Connect's "zombie sink tasks" message (Connect's status for it: a plain
-//! `ConnectException`). A connector is **unknown** when the store holds no offsets for it and it was neither
-//! named with `--connector` nor modified through this server since it started (Connect knows its
-//! connectors from their configs; a store only knows those with offsets).
+//! Errors are `{"error_code":N,"message":"..."}` with Connect 4.4's texts where it has one; where
+//! Connect answers 500 for a client's mistake (an empty body, malformed JSON) this server answers
+//! 400 naming it. Success messages are Connect's "framework-managed" ones (a store cannot know
+//! whether a connector keeps offsets elsewhere), MirrorMaker 2's for its connectors.
 //!
-//! **"The connector must be stopped"**: Connect refuses to modify the offsets of a connector that is
-//! not stopped (400). Here the rule is about the store: a modification is refused with 400 when a
-//! running writer holds the store or its log:
-//! * the store is opened for each request and closed after it (except `memory://`, which lives as
-//!   long as the server), so a RocksDB store held by a worker fails to open: "locked by another
-//!   process", and the worker can start whenever no request is running;
-//! * every `--wal-dir` (a commit buffer's log directory) is locked for the duration of a
-//!   modification; a running commit buffer holds that lock, so it is refused;
-//! * a log that holds batches the store has not applied (a worker that crashed, or closed without
-//!   reaching the store) would replay them over the modification when the worker starts: refused
-//!   with 409 until the worker has started and closed once.
-//!
-//! With `--connect-configs kafka://host:port/<config topic>` the server follows the Connect
-//! cluster that uses the store, as its herder does: the connectors are those with a config in the
-//! topic (404 for any other, offsets or not), and a modification is refused with Connect's 400
-//! unless the connector is stopped (target state `STOPPED`, no tasks). Without it nothing tells a
-//! Kafka store's running writer apart: use it beside a Connect cluster.
-//!
-//! Reads (`GET`) of a store held by a running writer answer 409 (Connect's status for "cannot be
-//! done now, retry"), since the store cannot be opened beside it.
+//! "The connector must be stopped" is about the store here: a modification is refused with 400
+//! while a running writer holds the store (it is opened per request) or a `--wal-dir` log, and a
+//! read answers 409; a log holding batches the store has not applied gets 409 for both. With
+//! `--connect-configs` the server follows the cluster's config topic as its herder does. The rules,
+//! as a user reads them, are in `docs/cli.md` (section `serve`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
@@ -56,10 +31,11 @@ use std::time::Duration;
 use connect_offsets::connect::checks::{Managed, check_alter};
 use connect_offsets::internal::connector_offsets::ConnectorOffsets;
 use connect_offsets::internal::fs::{RealFs, WalFs};
+use connect_offsets::internal::store::url::StoreUrl;
 use connect_offsets::internal::wal::frame::FrameKind;
 use connect_offsets::internal::wal::inspect;
 use connect_offsets::metrics::PrometheusHandle;
-use connect_offsets::store::{OffsetStoreExt, StoreUrl};
+use connect_offsets::store::OffsetStoreExt;
 use connect_offsets::{Error, Offset, OffsetKey, OffsetStore, Result};
 
 use super::http::{self, Limits, Request, Response};
@@ -91,23 +67,23 @@ pub(crate) struct ServeArgs {
     connect_configs: Option<String>,
     /// A file whose first line is a bearer token every client must send (`Authorization: Bearer`);
     /// the console asks for it. Needed to listen beyond loopback (or --basic-auth-file).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "basic_auth_file")]
     token_file: Option<PathBuf>,
     /// A file whose first line is `user:password`: every client must send them (HTTP basic
     /// authentication; the browser asks).
     #[arg(long, value_name = "FILE")]
     basic_auth_file: Option<PathBuf>,
     /// The certificate chain (PEM) to serve HTTPS with; needs --tls-key.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
     /// The private key (PEM) of --tls-cert.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// Resets the offsets of a connector deleted from the Connect cluster once it has been gone
     /// this long (and its offsets unchanged as long), as `10m` or `7d`; recorded in a store's
     /// history, so a rewind brings them back. Needs --connect-configs.
-    #[arg(long, value_name = "DURATION")]
-    reset_orphans_after: Option<String>,
+    #[arg(long, value_name = "DURATION", requires = "connect_configs", value_parser = grace)]
+    reset_orphans_after: Option<Duration>,
 }
 
 /// Connect's texts (Worker.completeModifyOffsetsCallback, for connectors that do not manage their
@@ -463,7 +439,28 @@ impl Server {
         &self,
         name: &str,
     ) -> std::result::Result<(Handle<'_>, Vec<(OffsetKey, Offset)>), Reply> {
+        let (handle, configured) = self.open_to_read(name, false)?;
+        let parts = handle
+            .get()
+            .partitions(name)
+            .map_err(|e| self.store_error(e, name, false))?;
+        if parts.is_empty() && !configured && !self.known.contains(name) {
+            return Err(Self::not_found(name));
+        }
+        Ok((handle, parts))
+    }
+
+    /// The store, opened for a read of connector `name` after the checks every read makes: 404
+    /// for a connector the Connect cluster does not have (unless `orphans_too`: a deleted
+    /// connector's history stays readable), 400 for one whose offsets are in another store, 409
+    /// while a writer holds the store or its log. With whether the cluster has it.
+    fn open_to_read(
+        &self,
+        name: &str,
+        orphans_too: bool,
+    ) -> std::result::Result<(Handle<'_>, bool), Reply> {
         let configured = match self.cluster()? {
+            Some(c) if c.connector(name).is_none() && orphans_too => false,
             Some(c) if c.connector(name).is_none() => return Err(Self::not_found(name)),
             Some(c) => match self.wrong_store(&c, name) {
                 Some(r) => return Err(r),
@@ -477,33 +474,33 @@ impl Server {
         self.check_logs_idle(name)?;
         self.check_logs_applied(handle.get(), true)?;
         super::warn_unapplied(handle.get(), Some(name), false);
-        let parts = handle
-            .get()
-            .partitions(name)
-            .map_err(|e| self.store_error(e, name, false))?;
-        if parts.is_empty() && !configured && !self.known.contains(name) {
-            return Err(Self::not_found(name));
-        }
-        Ok((handle, parts))
+        Ok((handle, configured))
     }
 
     /// The connector's history, newest first (as `history --json`); 404 when the store knows
     /// nothing of it.
     fn get_history(&self, name: &str) -> Reply {
-        let handle = match self.open() {
+        let (handle, configured) = match self.open_to_read(name, true) {
+            Ok(h) => h,
+            Err(r) => return r,
+        };
+        let store = handle.get();
+        if store.kind() == "kafka-group" {
+            return Reply::error(400, &super::history::no_history_on_groups("history"));
+        }
+        let h = match connect_offsets::history::read(store, name) {
             Ok(h) => h,
             Err(e) => return self.store_error(e, name, false),
         };
-        let h = match connect_offsets::history::read(handle.get(), name) {
-            Ok(h) => h,
-            Err(e) => return self.store_error(e, name, false),
-        };
-        let known = match self.known(handle.get(), name) {
+        let known = match self.known(store, name) {
             Ok(k) => k,
             Err(e) => return self.store_error(e, name, false),
         };
-        if h.changes.is_empty() && !known {
+        if h.changes.is_empty() && !known && !configured {
             return Self::not_found(name);
+        }
+        if h.horizon_us.is_none() {
+            return Reply::error(400, &super::history::no_history(name));
         }
         let mut changes: Vec<_> = h.changes.iter().collect();
         super::history::newest_first(&mut changes);
@@ -830,7 +827,7 @@ fn read_connect_configs(url: &str) -> Result<Cluster> {
 /// connector `connector`.
 #[cfg(feature = "kafka")]
 fn own_group_store(url: &str, group: &str, connector: &str) -> Result<Box<dyn OffsetStore>> {
-    let mut url = connect_offsets::store::StoreUrl::parse(url)?;
+    let mut url = connect_offsets::internal::store::url::StoreUrl::parse(url)?;
     url.params.retain(|(k, _)| k != "group" && k != "connector");
     url.params.push(("group".into(), group.into()));
     url.params.push(("connector".into(), connector.into()));
@@ -880,25 +877,21 @@ fn unsupported_media(request: &Request) -> Option<Reply> {
     })
 }
 
+/// `--reset-orphans-after`: a grace period longer than zero (clap refuses anything else, exit 2).
+fn grace(text: &str) -> std::result::Result<Duration, String> {
+    connect_offsets::internal::time::parse_positive_duration(text).map_err(|e| match e {
+        Error::Settings(why) => why,
+        other => other.to_string(),
+    })
+}
+
 pub(crate) fn run(a: ServeArgs) -> Result<ExitCode> {
     let auth = security::Auth::from_files(a.token_file.as_deref(), a.basic_auth_file.as_deref())?;
     security::check_listen(&a.listen, &auth)?;
     let tls = security::tls_paths(a.tls_cert.clone(), a.tls_key.clone())?
         .map(|(cert, key)| http::tls_config(&cert, &key).map_err(Error::Settings))
         .transpose()?;
-    let orphan_grace = a
-        .reset_orphans_after
-        .as_deref()
-        .map(|d| {
-            connect_offsets::internal::time::parse_duration(d)
-                .map_err(|e| Error::Settings(format!("--reset-orphans-after {d}: {e}")))
-        })
-        .transpose()?;
-    if orphan_grace.is_some() && a.connect_configs.is_none() {
-        return Err(Error::Settings(
-            "--reset-orphans-after needs --connect-configs: which connectors are gone is known from Connect's config topic".into(),
-        ));
-    }
+    let orphan_grace = a.reset_orphans_after;
     let url = StoreUrl::parse(&a.store.url())?;
     let shown_url = url.to_string();
     let access = if url.scheme == "memory" {

@@ -683,7 +683,11 @@ fn tls_serves_https_with_the_given_certificate() {
         ])
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--tls-key needs --tls-cert"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(2) && err.contains("--tls-cert <FILE>"),
+        "a usage error naming the missing flag: {err}"
+    );
     let out = bin()
         .args([
             "serve",
@@ -700,4 +704,84 @@ fn tls_serves_https_with_the_given_certificate() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("--tls-"), "{err}");
+}
+
+/// Flags that cannot go together, or need another, are usage errors (exit 2) naming them, before
+/// anything is opened; so is a grace period that is not a duration longer than zero.
+#[test]
+fn serve_flag_misuse_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("secret");
+    std::fs::write(&file, "0123456789abcdef0123\n").unwrap();
+    let f = file.to_str().unwrap();
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["--token-file", f, "--basic-auth-file", f],
+            "--basic-auth-file",
+        ),
+        (&["--tls-cert", f], "--tls-key"),
+        (&["--reset-orphans-after", "10m"], "--connect-configs"),
+        (
+            &[
+                "--reset-orphans-after",
+                "0s",
+                "--connect-configs",
+                "kafka://127.0.0.1:1/c",
+            ],
+            "longer than zero",
+        ),
+        (
+            &[
+                "--reset-orphans-after",
+                "ten",
+                "--connect-configs",
+                "kafka://127.0.0.1:1/c",
+            ],
+            "not a duration",
+        ),
+        (
+            &[
+                "--reset-orphans-after",
+                "10",
+                "--connect-configs",
+                "kafka://127.0.0.1:1/c",
+            ],
+            "no unit",
+        ),
+    ];
+    for (extra, named) in cases {
+        let mut args = vec![
+            "60",
+            env!("CARGO_BIN_EXE_connect-offsets"),
+            "serve",
+            "--store",
+            "memory://",
+            "--listen",
+            "127.0.0.1:0",
+        ];
+        args.extend_from_slice(extra);
+        // Through `timeout`: a server that started instead would never end.
+        let out = Command::new("timeout").args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(2) && err.contains(named),
+            "{extra:?}: exit {:?}, {err}",
+            out.status.code()
+        );
+    }
+}
+
+/// A store without `?history=` has no history to show: refused with the CLI's reason (400), not
+/// an empty one.
+#[test]
+fn serve_refuses_the_history_of_a_store_that_keeps_none() {
+    let s = Serve::start(&["--store", "memory://", "--connector", "c"]);
+    let (st, body) = request("GET", &s.url("/connectors/c/offsets/history"), None);
+    assert_eq!(st, 400, "{body}");
+    assert!(
+        body.contains("holds no history for connector `c`") && body.contains("history=7d"),
+        "{body}"
+    );
+    let (st, _) = request("GET", &s.url("/connectors/nobody/offsets/history"), None);
+    assert_eq!(st, 404);
 }

@@ -621,3 +621,65 @@ fn serve_refuses_a_connector_whose_offsets_are_elsewhere() {
         (200, r#"{"offsets":[]}"#.into())
     );
 }
+
+/// `DELETE /orphans/{name}` resets a connector without a config, and refuses, as `orphans --reset`
+/// does, the namespaces the crate keeps its own records in (here history's), writing nothing.
+#[test]
+fn serve_resets_an_orphan_but_never_a_reserved_namespace() {
+    let configs = kafka_util::TopicGuard::new("orphan-configs");
+    drop(KafkaStore::open(&kafka_util::url(&configs, 1, "")).unwrap());
+    kafka_util::produce_plain(
+        &configs,
+        &[(
+            Some(0),
+            Some(b"connector-kept"),
+            Some(br#"{"properties":{"connector.class":"org.apache.kafka.connect.file.FileStreamSourceConnector"}}"#),
+        )],
+    );
+    let configs_url = format!("kafka://{}/{}", kafka_util::bootstrap(), &*configs);
+    let offsets = kafka_util::TopicGuard::new("orphan-offsets");
+    let store = kafka_util::url(&offsets, 1, "&history=7d");
+    // The records as they are in the topic, history's included (no history wrapper).
+    let plain = || KafkaStore::open(&kafka_util::url(&offsets, 1, "")).unwrap();
+    for name in ["kept", "gone"] {
+        ok(&cli(&[
+            "set",
+            "--store",
+            &store,
+            "--connector",
+            name,
+            "--partition",
+            r#"{"f":1}"#,
+            "--offset",
+            r#"{"p":7}"#,
+        ]));
+    }
+    let history = "__connect-offsets-history";
+    let before = plain().partitions(history).unwrap().len();
+    assert!(before > 0, "history recorded the two sets");
+    let serve = Serve::start(&["--store", &store, "--connect-configs", &configs_url]);
+    let (st, body) = call("GET", &serve.url("/orphans"), None);
+    assert_eq!(st, 200, "{body}");
+    assert!(
+        body.contains(r#""gone""#) && !body.contains("kept") && !body.contains(history),
+        "{body}"
+    );
+    let (st, body) = call("DELETE", &serve.url(&format!("/orphans/{history}")), None);
+    assert_eq!(st, 400, "{body}");
+    assert!(body.contains("keeps its own records in"), "{body}");
+    let (st, body) = call("DELETE", &serve.url("/orphans/kept"), None);
+    assert_eq!(st, 400, "{body}");
+    let (st, body) = call("DELETE", &serve.url("/orphans/gone"), None);
+    assert_eq!(st, 200, "{body}");
+    drop(serve);
+    let after = plain();
+    assert!(
+        after.partitions("gone").unwrap().is_empty(),
+        "the orphan reset"
+    );
+    assert_eq!(after.partitions("kept").unwrap().len(), 1);
+    assert!(
+        after.partitions(history).unwrap().len() > before,
+        "history kept, and the reset recorded in it"
+    );
+}

@@ -243,6 +243,19 @@ fn crash_tools_recover(url: &str, serve: bool) {
             && stderr.contains(&batches),
         "list warns of the unapplied batches: {stderr}"
     );
+    // So do `history` and `migrate`, which read the store as it is.
+    for args in [
+        &["history", "--store", url, "--connector", CONNECTOR][..],
+        &["migrate", "--from", url, "--to", "memory://", "--dry-run"][..],
+    ] {
+        let out = cli_util::cli(args);
+        let stderr = cli_util::text(&out.stderr);
+        assert!(
+            out.status.success() && stderr.contains(&batches),
+            "{} warns of the unapplied batches: {stderr}",
+            args[0]
+        );
+    }
 
     let p = |f: &str| format!(r#"{{"filename":"{f}"}}"#);
     // reset, set and import by the CLI.
