@@ -29,6 +29,7 @@
 
 pub(crate) mod entry;
 pub(crate) mod names;
+mod settle;
 
 pub use entry::TopicPartition;
 
@@ -37,10 +38,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions};
+use rdkafka::admin::{AdminClient, AdminOptions, GroupResult};
 use rdkafka::config::FromClientConfigAndContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::topic_partition_list::Offset as RdOffset;
 use rdkafka::{ClientConfig, TopicPartitionList};
 
@@ -52,6 +53,7 @@ use crate::store::url::StoreUrl;
 use crate::store::{Capabilities, CommitHooks, OffsetStore};
 use crate::{Error, Offset, Result};
 use names::GroupNames;
+use settle::{is_settling, until_settled};
 
 const STORE: &str = "kafka-group";
 
@@ -336,12 +338,12 @@ impl KafkaGroupStore {
 
     /// The members of `group` (`client.id` on host), empty when it has none or does not exist.
     pub fn members(&self, group: &str) -> Result<Vec<String>> {
-        let list = self
-            .meta
-            .fetch_group_list(Some(group), self.timeout)
-            .map_err(|e| {
-                self.error(&self.meta, format!("describe consumer group `{group}`"), &e)
-            })?;
+        let list = until_settled(
+            self.timeout,
+            || self.meta.fetch_group_list(Some(group), self.timeout),
+            |r| matches!(r, Err(e) if e.rdkafka_error_code().is_some_and(is_settling)),
+        )
+        .map_err(|e| self.error(&self.meta, format!("describe consumer group `{group}`"), &e))?;
         Ok(list
             .groups()
             .iter()
@@ -564,7 +566,11 @@ impl KafkaGroupStore {
         };
         if !deletes.is_empty() {
             let partitions = deletes.iter().map(|tp| (tp.topic.as_str(), tp.partition));
-            let refused = delete_offsets(self.admin.inner(), &group, partitions, self.timeout);
+            let refused = until_settled(
+                self.timeout,
+                || delete_offsets(self.admin.inner(), &group, partitions.clone(), self.timeout),
+                |r| matches!(r, Err(f) if is_settling(f.code)),
+            );
             match refused.map(|rows| {
                 rows.into_iter()
                     .map(|(topic, partition, code)| (TopicPartition { topic, partition }, code))
@@ -608,19 +614,34 @@ impl KafkaGroupStore {
 
     fn delete_group(&self, connector: &str, group: &str) -> Result<()> {
         let options = AdminOptions::new().request_timeout(Some(self.timeout));
-        let fut = self.admin.delete_groups(&[group], &options);
-        let results = block_on(fut, self.timeout + Duration::from_secs(5))
-            .ok_or_else(|| Error::Timeout {
-                op: format!("delete consumer group `{group}`"),
-                after: self.timeout,
-            })?
-            .map_err(|e| {
-                Error::store_caused(
-                    STORE,
-                    format!("delete consumer group `{group}`"),
-                    Scrubbed::of(self.admin.inner().context(), &e),
+        let settling = |r: &Option<KafkaResult<Vec<GroupResult>>>| match r {
+            Some(Ok(results)) => results
+                .iter()
+                .any(|r| matches!(r, Err((_, code)) if is_settling(*code))),
+            Some(Err(e)) => e.rdkafka_error_code().is_some_and(is_settling),
+            None => false,
+        };
+        let results = until_settled(
+            self.timeout,
+            || {
+                block_on(
+                    self.admin.delete_groups(&[group], &options),
+                    self.timeout + Duration::from_secs(5),
                 )
-            })?;
+            },
+            settling,
+        )
+        .ok_or_else(|| Error::Timeout {
+            op: format!("delete consumer group `{group}`"),
+            after: self.timeout,
+        })?
+        .map_err(|e| {
+            Error::store_caused(
+                STORE,
+                format!("delete consumer group `{group}`"),
+                Scrubbed::of(self.admin.inner().context(), &e),
+            )
+        })?;
         for r in results {
             match r {
                 Ok(_) => {}
