@@ -12,12 +12,12 @@
 //!   ([`KafkaStoreBuilder`]);
 //! * [`pair`]: a connector's topic in front of the worker's ([`KafkaPairStore`]);
 //! * [`task`]: an exactly-once source task's producer ([`TaskProducer`]);
-//! * [`group`]: sink connectors' consumer groups ([`KafkaGroupStore`]).
-//!
-//! The Connect cluster's config topic is read by [`connect`](crate::connect), above the stores.
+//! * [`group`]: sink connectors' consumer groups ([`KafkaGroupStore`]);
 //! * `client` and `producer`: the clients' context and the producer plumbing both writers share;
 //! * `ffi`: every librdkafka call rdkafka's safe API lacks (the only unsafe code), with its
 //!   safety notes.
+//!
+//! The Connect cluster's config topic is read by [`connect`](crate::connect), above the stores.
 //!
 //! How it works (Connect's records exactly, `applied_seq` from headers and a marker per writer,
 //! one transaction per batch, fencing, `write.mode=idempotent`, loading, warm starts from

@@ -2,7 +2,7 @@
 //! writer ([`super::write`]): the key and value of a writer's marker record, the `(writer, seq)`
 //! headers of a sequenced batch's records (built and read back), and [`decode`], which says what
 //! one record is (an offset, a reset, a marker) or why it cannot be used. Why markers and headers
-//! exist is in the store's [module documentation](super).
+//! exist: `docs/design.md`, section "`applied_seq`: record headers plus a marker per writer".
 
 use rdkafka::message::{Header, Headers, OwnedHeaders};
 

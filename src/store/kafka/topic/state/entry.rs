@@ -3,8 +3,8 @@
 
 /// Where a record sits and when it was written: its record timestamp (milliseconds, `-1` when the
 /// record has none), its topic partition and its offset there. Ordered by timestamp, then topic
-/// partition, then offset: of several live forms of one key, the greatest is the newest (see the
-/// module documentation).
+/// partition, then offset: of several live forms of one key, the greatest is the newest (why:
+/// `docs/design.md`, section "One structural key, several record keys").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Stamp {
     pub timestamp: i64,

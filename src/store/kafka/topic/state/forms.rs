@@ -1,5 +1,6 @@
 //! Which form of a key wins, and what each form's record key is: the newest record (greatest
-//! [`Stamp`](super::Stamp)) is current (the rule and why are in the [module documentation](super)).
+//! [`Stamp`](super::Stamp)) is current (the rule and why: `docs/design.md`, section "One
+//! structural key, several record keys").
 
 use super::entry::Form;
 use super::index::Namespace;
